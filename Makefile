@@ -1,0 +1,52 @@
+# Entry points. `make demo` and `make test` are the README's two commands: each runs the
+# idempotent set-up first, so a fresh Debian machine needs nothing else.
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 20
+DEMO_PRESET ?= qwen3-0.6b-tiny
+DEMO_DIR ?= demo/$(DEMO_PRESET)
+
+.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo clean
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DTS_WERROR=ON >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+# Every test: the release build (warnings are errors), the same suite under ASan+UBSan, and a
+# bounded libFuzzer run of each fuzz target.
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) --no-print-directory test-asan
+	@if [ -f scripts/fuzz.sh ]; then $(MAKE) --no-print-directory fuzz; fi
+	@echo "all test stages passed"
+
+test-fast: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+
+test-asan: setup
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DTS_SANITIZE=ON -DTS_WERROR=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -j$(JOBS)
+
+fuzz: setup
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTS_FUZZ=ON -DTS_SANITIZE=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j$(JOBS)
+	bash scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+fuzz-long:
+	$(MAKE) fuzz FUZZ_SECONDS=600
+
+demo: build
+	rm -rf $(DEMO_DIR)
+	$(BUILD)/tessera synth $(DEMO_PRESET) $(DEMO_DIR)
+	$(BUILD)/tessera inspect $(DEMO_DIR)
+	$(BUILD)/tessera deploy $(DEMO_DIR) --phases 0
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) demo deployments

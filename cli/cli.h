@@ -1,0 +1,22 @@
+/* Shared pieces of the tessera command line: the subcommand table, argument helpers, and the
+ * mapping from ts_status to exit codes (documented in README.md). Only cli/ calls exit(). */
+#ifndef TS_CLI_H
+#define TS_CLI_H
+#include "tessera.h"
+
+#define TS_EXIT_USAGE 64
+
+int cmd_synth(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_deploy(int argc, char **argv);
+
+/* Prints "tessera CMD: error: MSG" and returns the exit code for s. */
+int cli_fail(const char *cmd, ts_status s, const ts_error *err);
+int cli_usage(const char *cmd, const char *usage, const char *problem);
+/* Parses a non-negative integer in [lo, hi]; returns 0 on success. */
+int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+/* Exit code for a status: 0 for TS_OK, otherwise the status number (1..8). */
+int cli_exit_code(ts_status s);
+
+#endif

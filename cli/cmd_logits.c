@@ -1,0 +1,86 @@
+/* tessera logits MODEL --tokens 1,2,3 [--target ref] --out FILE [--last] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "core/error.h"
+#include "io/logits_file.h"
+
+static const char *k_usage =
+    "tessera logits MODEL_DIR --tokens ID,ID,... --out FILE [--target ref] [--last]";
+
+/* Parses "1,2,3" into a malloc'd array; returns the count or -1. */
+static int parse_tokens(const char *s, int32_t **out) {
+    int n = 1;
+    for (const char *p = s; *p; p++) n += *p == ',';
+    int32_t *t = malloc(sizeof *t * (size_t)n);
+    if (!t) return -1;
+    int k = 0;
+    const char *p = s;
+    while (k < n) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char buf[32];
+        long long v;
+        if (len == 0 || len >= sizeof buf) break;
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        if (cli_parse_int(buf, 0, 0x7fffffff, &v)) break;
+        t[k++] = (int32_t)v;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (k != n) {
+        free(t);
+        return -1;
+    }
+    *out = t;
+    return n;
+}
+
+int cmd_logits(int argc, char **argv) {
+    const char *model = NULL, *tokens = NULL, *outp = NULL, *target = "ref";
+    int last = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = argv[++i];
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc) outp = argv[++i];
+        else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
+        else if (!strcmp(argv[i], "--last")) last = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: %s\n\nWrites int32 n_tokens, int32 n_vocab, then n_tokens x n_vocab "
+                   "float32 (little-endian);\nwith --last only the last position (n_tokens = 1).\n",
+                   k_usage);
+            return 0;
+        } else if (argv[i][0] == '-' || model) return cli_usage("logits", k_usage, "unexpected argument");
+        else model = argv[i];
+    }
+    if (!model || !tokens || !outp) return cli_usage("logits", k_usage, "expects MODEL_DIR, --tokens and --out");
+    if (strcmp(target, "ref") != 0) {
+        fprintf(stderr, "tessera logits: target \"%s\" is not available, expected \"ref\"\n", target);
+        return cli_exit_code(TS_ERR_UNSUPPORTED);
+    }
+    int32_t *ids;
+    int n = parse_tokens(tokens, &ids);
+    if (n < 1) return cli_usage("logits", k_usage, "--tokens expects comma-separated token ids");
+    ts_error err;
+    ts_model *m = NULL;
+    ts_ref *r = NULL;
+    float *logits = NULL;
+    ts_status s = ts_model_open(model, &m, &err);
+    if (!s) s = ts_ref_new(m, n, &r, &err);
+    if (!s) {
+        size_t V = (size_t)ts_model_n_vocab(m);
+        logits = malloc(sizeof(float) * (last ? 1 : (size_t)n) * V);
+        if (!logits) s = ts_fail(&err, TS_ERR_NOMEM, "out of memory for logits");
+    }
+    if (!s) s = ts_ref_forward(r, ids, n, logits, !last, NULL, &err);
+    if (!s) s = ts_logits_write(outp, last ? 1 : n, ts_model_n_vocab(m), logits, &err);
+    int rc = s ? cli_fail("logits", s, &err) : 0;
+    if (!s) fprintf(stderr, "logits: %d positions x %d vocab -> %s\n", last ? 1 : n, ts_model_n_vocab(m), outp);
+    free(logits);
+    free(ids);
+    ts_ref_free(r);
+    ts_model_close(m);
+    return rc;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what building and testing tessera needs on a fresh Debian machine. Idempotent:
+# packages already present are not fetched again, so it is cheap to run before every build.
+set -euo pipefail
+
+DEBS=(build-essential cmake pkg-config libjansson-dev clang libclang-rt-14-dev)
+
+missing=()
+for p in "${DEBS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python test tools: none are needed by the tests yet (fixtures are committed; regenerating
+# them needs torch + transformers in a separate venv, see tools/gen_hf_fixtures.py).
+if [ -f tools/requirements-test.txt ]; then
+    python3 -m pip install -q -r tools/requirements-test.txt
+fi
+echo "setup: ok"

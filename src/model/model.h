@@ -1,0 +1,34 @@
+/* ts_model: a validated config plus one borrowed weight view per tensor the step list needs.
+ * Shapes and dtypes are checked at open; targets can index weights without re-checking. */
+#ifndef TS_MODEL_MODEL_H
+#define TS_MODEL_MODEL_H
+#include "io/tensor_store.h"
+#include "model/config.h"
+
+typedef struct ts_layer_w {
+    const ts_tensor *attn_norm;        /* (n_embd) */
+    const ts_tensor *wq, *wk, *wv;     /* (n_heads*head_dim, n_embd), (n_kv*head_dim, n_embd) */
+    const ts_tensor *bq, *bk, *bv;     /* optional biases */
+    const ts_tensor *q_norm, *k_norm;  /* optional (head_dim) */
+    const ts_tensor *wo, *bo;          /* (n_embd, n_heads*head_dim), optional bias (n_embd) */
+    const ts_tensor *ffn_norm;         /* (n_embd) */
+    const ts_tensor *w_gate, *w_up;    /* (n_ff, n_embd) */
+    const ts_tensor *w_down;           /* (n_embd, n_ff) */
+    const ts_tensor *b_gate, *b_up, *b_down;
+} ts_layer_w;
+
+struct ts_model {
+    char *dir;
+    char *config_path;
+    ts_config cfg;
+    ts_store store;
+    const ts_tensor *embed;      /* (n_vocab, n_embd) */
+    const ts_tensor *final_norm; /* (n_embd) */
+    const ts_tensor *lm_head;    /* (n_vocab, n_embd); == embed when tied */
+    ts_layer_w *layers;
+    uint64_t n_params; /* counted once, tied weights once */
+};
+
+const ts_config *ts_model_config(const ts_model *m);
+
+#endif

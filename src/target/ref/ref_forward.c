@@ -1,0 +1,160 @@
+/* The ref target's forward pass: DESIGN.md's step list, one step at a time, in FP32, over an
+ * FP32 KV cache. Prefill and decode are the same code (decode is a chunk of one token), so
+ * the oracle has a single path to trust. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "target/ref/ref_kernels.h"
+
+/* Tokens per chunk: bounds the scratch size; chunking does not change results because
+ * attention reads earlier chunks from the cache. */
+#define REF_CHUNK 64
+
+struct ts_ref {
+    const ts_model *m;
+    int max_seq;
+    int n_past;
+    float *k_cache, *v_cache; /* (n_layers, max_seq, n_kv*head_dim) */
+    float *inv_freq;          /* (head_dim/2) */
+};
+
+ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err) {
+    *out = NULL;
+    const ts_config *c = &m->cfg;
+    if (max_seq < 1 || max_seq > (1 << 24))
+        return ts_fail(err, TS_ERR_ARG, "ref session: max_seq %d outside [1, 2^24]", max_seq);
+    ts_ref *r = calloc(1, sizeof *r);
+    if (!r) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    size_t kv = (size_t)c->n_layers * (size_t)max_seq * (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    r->m = m;
+    r->max_seq = max_seq;
+    r->k_cache = malloc(kv * sizeof(float));
+    r->v_cache = malloc(kv * sizeof(float));
+    r->inv_freq = malloc((size_t)c->head_dim / 2 * sizeof(float));
+    if (!r->k_cache || !r->v_cache || !r->inv_freq) {
+        ts_ref_free(r);
+        return ts_fail(err, TS_ERR_NOMEM, "ref session: cannot allocate a KV cache of %zu MiB",
+                       2 * kv * sizeof(float) >> 20);
+    }
+    ts_ref_rope_freqs(r->inv_freq, c->head_dim, c->rope_theta, c->rope_llama3 ? c->rope_factor : 0,
+                      c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_max_pos);
+    *out = r;
+    return TS_OK;
+}
+
+void ts_ref_free(ts_ref *r) {
+    if (!r) return;
+    free(r->k_cache);
+    free(r->v_cache);
+    free(r->inv_freq);
+    free(r);
+}
+
+void ts_ref_reset(ts_ref *r) { r->n_past = 0; }
+int ts_ref_n_past(const ts_ref *r) { return r->n_past; }
+
+typedef struct scratch {
+    float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *row, *scores;
+} scratch;
+
+static void layer_forward(ts_ref *r, int l, scratch *w, int S, int pos0) {
+    const ts_config *c = &r->m->cfg;
+    const ts_layer_w *L = &r->m->layers[l];
+    int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
+    size_t layer_off = (size_t)l * (size_t)r->max_seq * (size_t)KV;
+    float *kc = r->k_cache + layer_off, *vc = r->v_cache + layer_off;
+
+    for (int s = 0; s < S; s++)
+        ts_ref_rmsnorm(w->xn + (size_t)s * H, w->x + (size_t)s * H, L->attn_norm, H, c->rms_eps);
+    ts_ref_matmul(w->q, w->xn, L->wq, L->bq, S, Q, H, w->row);
+    ts_ref_matmul(w->k, w->xn, L->wk, L->bk, S, KV, H, w->row);
+    ts_ref_matmul(w->v, w->xn, L->wv, L->bv, S, KV, H, w->row);
+    for (int s = 0; s < S; s++) {
+        float *qs = w->q + (size_t)s * Q, *ks = w->k + (size_t)s * KV;
+        if (c->qk_norm) {
+            for (int h = 0; h < c->n_heads; h++)
+                ts_ref_rmsnorm(qs + (size_t)h * hd, qs + (size_t)h * hd, L->q_norm, hd, c->rms_eps);
+            for (int h = 0; h < c->n_kv_heads; h++)
+                ts_ref_rmsnorm(ks + (size_t)h * hd, ks + (size_t)h * hd, L->k_norm, hd, c->rms_eps);
+        }
+        ts_ref_rope(qs, c->n_heads, hd, pos0 + s, r->inv_freq);
+        ts_ref_rope(ks, c->n_kv_heads, hd, pos0 + s, r->inv_freq);
+        memcpy(kc + (size_t)(pos0 + s) * KV, ks, (size_t)KV * sizeof(float));
+        memcpy(vc + (size_t)(pos0 + s) * KV, w->v + (size_t)s * KV, (size_t)KV * sizeof(float));
+    }
+    for (int s = 0; s < S; s++)
+        ts_ref_attention(w->att + (size_t)s * Q, w->q + (size_t)s * Q, kc, vc, pos0 + s + 1,
+                         c->n_heads, c->n_kv_heads, hd, KV, w->scores);
+    ts_ref_matmul(w->o, w->att, L->wo, L->bo, S, H, Q, w->row);
+    for (size_t i = 0; i < (size_t)S * H; i++) w->x[i] += w->o[i];
+
+    for (int s = 0; s < S; s++)
+        ts_ref_rmsnorm(w->xn + (size_t)s * H, w->x + (size_t)s * H, L->ffn_norm, H, c->rms_eps);
+    ts_ref_matmul(w->g, w->xn, L->w_gate, L->b_gate, S, F, H, w->row);
+    ts_ref_matmul(w->u, w->xn, L->w_up, L->b_up, S, F, H, w->row);
+    ts_ref_silu_mul(w->g, w->g, w->u, S * F);
+    ts_ref_matmul(w->o, w->g, L->w_down, L->b_down, S, H, F, w->row);
+    for (size_t i = 0; i < (size_t)S * H; i++) w->x[i] += w->o[i];
+}
+
+static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits, int all_logits,
+                         float *hidden, ts_error *err) {
+    const ts_model *m = r->m;
+    const ts_config *c = &m->cfg;
+    if (n < 1) return ts_fail(err, TS_ERR_ARG, "ref forward: %d tokens, expected at least 1", n);
+    if (n > r->max_seq - r->n_past)
+        return ts_fail(err, TS_ERR_ARG,
+                       "ref forward: %d tokens after %d cached exceed the session's %d positions", n,
+                       r->n_past, r->max_seq);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
+            return ts_fail(err, TS_ERR_ARG, "token %d at position %d is outside the vocabulary [0, %d)",
+                           tokens[i], i, c->n_vocab);
+    int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
+    int CH = n < REF_CHUNK ? n : REF_CHUNK;
+    scratch w;
+    size_t sh = (size_t)CH * H;
+    float *buf = malloc(sizeof(float) * (4 * sh + 2 * (size_t)CH * Q + 2 * (size_t)CH * KV +
+                                         2 * (size_t)CH * F + (size_t)max3(H, Q, F) +
+                                         (size_t)r->max_seq));
+    if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref forward: out of memory for scratch");
+    float *p = buf;
+    w.x = p, p += sh;
+    w.xn = p, p += sh;
+    w.o = p, p += 2 * sh;
+    w.q = p, p += (size_t)CH * Q;
+    w.att = p, p += (size_t)CH * Q;
+    w.k = p, p += (size_t)CH * KV;
+    w.v = p, p += (size_t)CH * KV;
+    w.g = p, p += (size_t)CH * F;
+    w.u = p, p += (size_t)CH * F;
+    w.row = p, p += max3(H, Q, F);
+    w.scores = p;
+
+    for (int c0 = 0; c0 < n; c0 += CH) {
+        int S = n - c0 < CH ? n - c0 : CH;
+        int pos0 = r->n_past + c0;
+        for (int s = 0; s < S; s++) ts_ref_embed(w.x + (size_t)s * H, m->embed, tokens[c0 + s], H);
+        if (hidden) memcpy(hidden + (size_t)c0 * H, w.x, sizeof(float) * (size_t)S * H);
+        for (int l = 0; l < c->n_layers; l++) {
+            layer_forward(r, l, &w, S, pos0);
+            if (hidden)
+                memcpy(hidden + ((size_t)(l + 1) * n + c0) * H, w.x, sizeof(float) * (size_t)S * H);
+        }
+        if (!logits) continue;
+        for (int s = 0; s < S; s++) {
+            int last = c0 + s == n - 1;
+            if (!all_logits && !last) continue;
+            ts_ref_rmsnorm(w.xn, w.x + (size_t)s * H, m->final_norm, H, c->rms_eps);
+            float *dst = logits + (all_logits ? (size_t)(c0 + s) * c->n_vocab : 0);
+            ts_ref_matmul(dst, w.xn, m->lm_head, NULL, 1, c->n_vocab, H, w.row);
+        }
+    }
+    r->n_past += n;
+    free(buf);
+    return TS_OK;
+}

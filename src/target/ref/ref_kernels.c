@@ -1,0 +1,115 @@
+/* FP32 reference kernels. Weights are converted row by row from their stored dtype; sums are
+ * accumulated in double so the oracle's own rounding is far below any gate threshold. */
+#include "target/ref/ref_kernels.h"
+
+#include <math.h>
+
+void ts_ref_rmsnorm(float *out, const float *x, const ts_tensor *w, int n, double eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) {
+        float wi;
+        ts_dtype_to_f32(w->dtype, w->data, (size_t)i, 1, &wi);
+        out[i] = wi * (x[i] * r);
+    }
+}
+
+double ts_ref_dot(const float *a, const float *b, int n) {
+    /* Four independent double sums: the same exactness, without one long dependency chain. */
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        s0 += (double)a[i] * b[i];
+        s1 += (double)a[i + 1] * b[i + 1];
+        s2 += (double)a[i + 2] * b[i + 2];
+        s3 += (double)a[i + 3] * b[i + 3];
+    }
+    for (; i < n; i++) s0 += (double)a[i] * b[i];
+    return (s0 + s1) + (s2 + s3);
+}
+
+void ts_ref_matmul(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
+                   int K, float *row) {
+    for (int n = 0; n < N; n++) {
+        ts_dtype_to_f32(W->dtype, W->data, (size_t)n * (size_t)K, (size_t)K, row);
+        float bias = 0;
+        if (b) ts_dtype_to_f32(b->dtype, b->data, (size_t)n, 1, &bias);
+        for (int s = 0; s < S; s++)
+            out[(size_t)s * N + n] = (float)ts_ref_dot(x + (size_t)s * K, row, K) + bias;
+    }
+}
+
+void ts_ref_embed(float *out, const ts_tensor *E, int id, int n_embd) {
+    ts_dtype_to_f32(E->dtype, E->data, (size_t)id * (size_t)n_embd, (size_t)n_embd, out);
+}
+
+void ts_ref_rope_freqs(float *inv_freq, int head_dim, double theta, double factor, double low,
+                       double high, int orig_max_pos) {
+    const double pi = 3.14159265358979323846;
+    for (int i = 0; i < head_dim / 2; i++) {
+        double f = 1.0 / pow(theta, (double)(2 * i) / head_dim);
+        if (factor > 0) {
+            /* llama3: long wavelengths are slowed by `factor`, short ones kept, and the band
+             * between is interpolated smoothly. */
+            double wavelen = 2 * pi / f;
+            double low_wl = orig_max_pos / low, high_wl = orig_max_pos / high;
+            if (wavelen > low_wl) f = f / factor;
+            else if (wavelen >= high_wl) {
+                double smooth = (orig_max_pos / wavelen - low) / (high - low);
+                f = (1 - smooth) * f / factor + smooth * f;
+            }
+        }
+        inv_freq[i] = (float)f;
+    }
+}
+
+void ts_ref_rope(float *x, int n_heads, int head_dim, int pos, const float *inv_freq) {
+    int half = head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        /* The angle is rounded to float first, as transformers computes it in float32. */
+        float angle = (float)pos * inv_freq[i];
+        float c = (float)cos((double)angle), s = (float)sin((double)angle);
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (size_t)h * head_dim;
+            float x0 = v[i], x1 = v[i + half];
+            v[i] = x0 * c - x1 * s;
+            v[i + half] = x1 * c + x0 * s;
+        }
+    }
+}
+
+void ts_ref_attention(float *out, const float *q, const float *k, const float *v, int n_ctx,
+                      int n_heads, int n_kv, int hd, int kv_stride, float *scores) {
+    int group = n_heads / n_kv;
+    double scale = 1.0 / sqrt((double)hd);
+    for (int h = 0; h < n_heads; h++) {
+        const float *qh = q + (size_t)h * hd;
+        int g = h / group;
+        double mx = -INFINITY;
+        for (int j = 0; j < n_ctx; j++) {
+            const float *kj = k + (size_t)j * kv_stride + (size_t)g * hd;
+            double d = 0;
+            for (int i = 0; i < hd; i++) d += (double)qh[i] * kj[i];
+            scores[j] = (float)(d * scale);
+            if (scores[j] > mx) mx = scores[j];
+        }
+        double sum = 0;
+        for (int j = 0; j < n_ctx; j++) sum += exp(scores[j] - mx);
+        for (int j = 0; j < n_ctx; j++) scores[j] = (float)(exp(scores[j] - mx) / sum);
+        float *oh = out + (size_t)h * hd;
+        for (int i = 0; i < hd; i++) {
+            double acc = 0;
+            for (int j = 0; j < n_ctx; j++)
+                acc += (double)scores[j] * v[(size_t)j * kv_stride + (size_t)g * hd + i];
+            oh[i] = (float)acc;
+        }
+    }
+}
+
+void ts_ref_silu_mul(float *out, const float *gate, const float *up, int n) {
+    for (int i = 0; i < n; i++) {
+        double g = gate[i];
+        out[i] = (float)(g / (1.0 + exp(-g)) * up[i]);
+    }
+}

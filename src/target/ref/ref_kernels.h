@@ -1,0 +1,38 @@
+/* The oracle's kernels: one per step of the step list, FP32, scalar, single-threaded, with
+ * double accumulation in reductions. Their only job is to be obviously right. */
+#ifndef TS_TARGET_REF_KERNELS_H
+#define TS_TARGET_REF_KERNELS_H
+#include "io/safetensors.h"
+
+/* out (n) = x (n) / rms(x) * w (n); w is a weight view of any dtype. out may alias x. */
+void ts_ref_rmsnorm(float *out, const float *x, const ts_tensor *w, int n, double eps);
+
+/* Dot product with double accumulation. */
+double ts_ref_dot(const float *a, const float *b, int n);
+
+/* out (S, N) = x (S, K) @ W^T + b; W is (N, K) of any dtype, b (N) or NULL.
+ * row: scratch of K floats. */
+void ts_ref_matmul(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
+                   int K, float *row);
+
+/* Embedding lookup: out (n_embd) = row `id` of E. */
+void ts_ref_embed(float *out, const ts_tensor *E, int id, int n_embd);
+
+/* RoPE frequencies, llama3 scaling applied when factor > 0 (low/high/orig as in config). */
+void ts_ref_rope_freqs(float *inv_freq, int head_dim, double theta, double factor, double low,
+                       double high, int orig_max_pos);
+/* Rotates each head of x (n_heads, head_dim) in place at position pos (half-split pairs
+ * (i, i + head_dim/2), as HF's rotate_half). */
+void ts_ref_rope(float *x, int n_heads, int head_dim, int pos, const float *inv_freq);
+
+/* Causal attention of one query position over keys/values 0..n_ctx-1 of the cache.
+ * q (n_heads, hd); k, v: cache rows of stride kv_stride floats, (n_ctx, n_kv*hd) used;
+ * out (n_heads, hd); scores: scratch of n_ctx floats. GQA: head h reads kv head
+ * h / (n_heads / n_kv). */
+void ts_ref_attention(float *out, const float *q, const float *k, const float *v, int n_ctx,
+                      int n_heads, int n_kv, int hd, int kv_stride, float *scores);
+
+/* out (n) = silu(gate) * up */
+void ts_ref_silu_mul(float *out, const float *gate, const float *up, int n);
+
+#endif
