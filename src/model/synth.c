@@ -20,6 +20,7 @@
 #include "io/mmap.h"
 #include "io/safetensors.h"
 #include "model/config.h"
+#include "model/synth.h"
 
 typedef struct preset {
     const char *name;
@@ -258,10 +259,8 @@ done:
     return s;
 }
 
-ts_status ts_synth_write(const char *name, const char *out_dir, uint64_t seed, int vocab_override,
-                         ts_error *err) {
-    preset p;
-    if (!find_preset(name, &p)) {
+static ts_status lookup(const char *name, int vocab_override, preset *p, ts_error *err) {
+    if (!find_preset(name, p)) {
         char list[1024] = "";
         for (int i = 0; ts_synth_preset_name(i); i++) {
             strncat(list, i ? ", " : "", sizeof list - strlen(list) - 1);
@@ -271,7 +270,26 @@ ts_status ts_synth_write(const char *name, const char *out_dir, uint64_t seed, i
     }
     if (vocab_override < 0 || vocab_override > (1 << 24))
         return ts_fail(err, TS_ERR_ARG, "--vocab %d outside [1, 2^24]", vocab_override);
-    if (vocab_override > 0) p.vocab = vocab_override;
+    if (vocab_override > 0) p->vocab = vocab_override;
+    return TS_OK;
+}
+
+ts_status ts_synth_preset_config(const char *name, int vocab_override, ts_config *out,
+                                 ts_error *err) {
+    preset p;
+    ts_status s = lookup(name, vocab_override, &p, err);
+    if (s) return s;
+    json_t *j = config_json(&p, 0, name);
+    s = ts_config_from_json(j, name, out, err);
+    json_decref(j);
+    return s;
+}
+
+ts_status ts_synth_write(const char *name, const char *out_dir, uint64_t seed, int vocab_override,
+                         ts_error *err) {
+    preset p;
+    ts_status st = lookup(name, vocab_override, &p, err);
+    if (st) return st;
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
         return ts_fail(err, TS_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
     char *cfg_path = ts_path_join(out_dir, "config.json");

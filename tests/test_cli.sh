@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The tessera binary end to end: synth -> inspect -> logits -> deploy phase 0, the logits file
+# format against HF goldens, a failing gate, and the exit code + message of each bad input.
+set -u
+BIN=${TS_BIN:-build/tessera}
+FIX=${TS_FIXTURES:-tests/fixtures}
+TMP=${TS_TMP:-/tmp/tessera-tests}/cli
+rm -rf "$TMP" && mkdir -p "$TMP"
+pass=0 fail=0
+
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+
+# expect CODE PATTERN -- command...: exit code and a stderr/stdout substring
+expect() {
+    local code=$1 pat=$2
+    shift 3
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" -ne "$code" ]; then bad "$* -> exit $rc, expected $code; output: $out"; return; fi
+    if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then bad "$* -> output lacks '$pat': $out"; return; fi
+    ok
+}
+
+expect 0 "synth" -- "$BIN" --help
+expect 64 "usage" -- "$BIN" frobnicate
+expect 1 'unknown preset "gpt-9"' -- "$BIN" synth gpt-9 "$TMP/x"
+expect 0 "qwen3-4b-tiny" -- "$BIN" synth --list
+
+# synth -> inspect -> logits -> deploy on a tiny model
+expect 0 "wrote" -- "$BIN" synth llama-3.2-1b-tiny "$TMP/tiny" --seed 3
+expect 2 "refusing to overwrite" -- "$BIN" synth llama-3.2-1b-tiny "$TMP/tiny"
+expect 0 "GQA 8/2 heads" -- "$BIN" inspect "$TMP/tiny"
+expect 0 '"architecture": "LlamaForCausalLM"' -- "$BIN" inspect "$TMP/tiny" --json
+expect 0 "3 positions x 4096 vocab" -- "$BIN" logits "$TMP/tiny" --tokens 1,2,3 --out "$TMP/l.bin"
+size=$(stat -c %s "$TMP/l.bin")
+[ "$size" -eq $((8 + 3 * 4096 * 4)) ] && ok || bad "logits file is $size bytes"
+read -r nt nv < <(od -An -t d4 -N8 "$TMP/l.bin")
+[ "$nt" = 3 ] && [ "$nv" = 4096 ] && ok || bad "logits header $nt $nv"
+expect 0 "1 positions" -- "$BIN" logits "$TMP/tiny" --tokens 1,2,3 --out "$TMP/last.bin" --last
+# --last must equal the last row of the full run
+cmp -s <(tail -c 16384 "$TMP/l.bin") <(tail -c 16384 "$TMP/last.bin") && ok || bad "--last differs from last row"
+expect 0 "phase 0: PASS" -- "$BIN" deploy "$TMP/tiny" --phases 0 --out "$TMP/dep"
+grep -q '"pass": true' "$TMP/dep/phase0.json" && ok || bad "phase0.json lacks pass: true"
+
+# logits of an HF fixture equal transformers' golden logits (same format, tolerance 1e-4 rel)
+G="$FIX/hf/qwen2_bias/golden"
+toks=$(python3 -c "import json;print(','.join(map(str,json.load(open('$G/golden.json'))['sequences'][2]['tokens'])))")
+expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q.bin"
+python3 - "$TMP/q.bin" "$G/logits_2.bin" <<'PY' && ok || bad "logits differ from HF golden"
+import struct, sys, math
+a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
+assert a[:8] == b[:8], "headers differ"
+n = (len(a) - 8) // 4
+x, y = struct.unpack('<%df' % n, a[8:]), struct.unpack('<%df' % n, b[8:])
+d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y))) / math.sqrt(sum(q * q for q in y))
+print("qwen2_bias logits rel_l2 vs HF: %.3e" % d)
+sys.exit(0 if d < 1e-4 else 1)
+PY
+
+# phase 0 against HF goldens passes; a corrupted golden makes the gate fail with exit 8
+expect 0 "phase 0: PASS" -- "$BIN" deploy "$FIX/hf/llama_gqa_rope3" --out "$TMP/dep2"
+cp -r "$FIX/hf/llama_gqa_rope3" "$TMP/perturbed" && chmod -R u+w "$TMP/perturbed"
+python3 - "$TMP/perturbed/golden/logits_1.bin" <<'PY'
+import struct, sys
+p = sys.argv[1]; d = bytearray(open(p, 'rb').read())
+n, v = struct.unpack('<ii', d[:8])
+# raise a wrong token to the top at position 3: top-1 must now disagree
+row = list(struct.unpack('<%df' % v, d[8 + 3 * v * 4: 8 + 4 * v * 4]))
+j = min(range(v), key=lambda i: row[i]); row[j] = max(row) + 5.0
+d[8 + 3 * v * 4: 8 + 4 * v * 4] = struct.pack('<%df' % v, *row)
+open(p, 'wb').write(d)
+PY
+expect 8 "top1_frac" -- "$BIN" deploy "$TMP/perturbed" --out "$TMP/dep3"
+grep -q '"pass": false' "$TMP/dep3/phase0.json" && ok || bad "failed gate not recorded in phase0.json"
+
+# bad inputs: exit code by class, message names the file/field/tensor
+expect 2 "no config.json" -- "$BIN" inspect "$TMP/nonexistent"
+mkdir -p "$TMP/noweights" && cp "$FIX/hf/llama_mha/config.json" "$TMP/noweights/"
+expect 2 "no model.safetensors" -- "$BIN" inspect "$TMP/noweights"
+cp -r "$FIX/hf/llama_mha" "$TMP/badjson" && chmod -R u+w "$TMP/badjson"
+echo '{"architectures": ["LlamaForCausalLM"], "hidden_size": 64,' > "$TMP/badjson/config.json"
+expect 3 "config.json: invalid JSON at line" -- "$BIN" inspect "$TMP/badjson"
+sed 's/LlamaForCausalLM/MistralForCausalLM/' "$FIX/hf/llama_mha/config.json" > "$TMP/badjson/config.json"
+expect 4 '"MistralForCausalLM" is not supported' -- "$BIN" deploy "$TMP/badjson" --out "$TMP/d4"
+sed 's/"intermediate_size": 128/"intermediate_size": 130/' "$FIX/hf/llama_mha/config.json" > "$TMP/badjson/config.json"
+expect 5 "expected [130, 64]" -- "$BIN" logits "$TMP/badjson" --tokens 1 --out "$TMP/x.bin"
+cp "$FIX/hf/llama_mha/config.json" "$TMP/badjson/config.json"
+head -c 300000 "$FIX/hf/llama_mha/model.safetensors" > "$TMP/badjson/model.safetensors"
+expect 3 "truncated" -- "$BIN" inspect "$TMP/badjson"
+# a NaN in a weight: structure is fine, phase 0's value scan names the tensor
+cp "$FIX/hf/llama_mha/model.safetensors" "$TMP/badjson/model.safetensors"
+python3 - "$TMP/badjson/model.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]; d = bytearray(open(p, 'rb').read())
+n = struct.unpack('<Q', d[:8])[0]; h = json.loads(d[8:8 + n])
+off = 8 + n + h["model.layers.1.mlp.up_proj.weight"]["data_offsets"][0]
+d[off + 4 * 10: off + 4 * 11] = struct.pack('<f', float('nan'))
+open(p, 'wb').write(d)
+PY
+expect 6 'tensor "model.layers.1.mlp.up_proj.weight" element 10 is NaN' -- "$BIN" deploy "$TMP/badjson" --out "$TMP/d6"
+expect 1 "outside the vocabulary" -- "$BIN" logits "$FIX/hf/llama_mha" --tokens 1,256 --out "$TMP/x.bin"
+expect 64 "--tokens expects" -- "$BIN" logits "$FIX/hf/llama_mha" --tokens 1,,2 --out "$TMP/x.bin"
+expect 4 "only phase 0" -- "$BIN" deploy "$FIX/hf/llama_mha" --phases 0-7
+
+echo "test_cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
