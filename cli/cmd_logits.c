@@ -8,7 +8,7 @@
 #include "io/logits_file.h"
 
 static const char *k_usage =
-    "tessera logits MODEL_DIR --tokens ID,ID,... --out FILE [--target ref] [--last]";
+    "tessera logits MODEL_DIR --tokens ID,ID,... --out FILE [--target ref] [--last] [--hidden FILE]";
 
 /* Parses "1,2,3" into a malloc'd array; returns the count or -1. */
 static int parse_tokens(const char *s, int32_t **out) {
@@ -40,16 +40,19 @@ static int parse_tokens(const char *s, int32_t **out) {
 }
 
 int cmd_logits(int argc, char **argv) {
-    const char *model = NULL, *tokens = NULL, *outp = NULL, *target = "ref";
+    const char *model = NULL, *tokens = NULL, *outp = NULL, *target = "ref", *hidp = NULL;
     int last = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outp = argv[++i];
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
+        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) hidp = argv[++i];
         else if (!strcmp(argv[i], "--last")) last = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n\nWrites int32 n_tokens, int32 n_vocab, then n_tokens x n_vocab "
-                   "float32 (little-endian);\nwith --last only the last position (n_tokens = 1).\n",
+                   "float32 (little-endian);\nwith --last only the last position (n_tokens = 1).\n"
+                   "--hidden writes int32 n_states, n_tokens, hidden, then the embedding output and the\n"
+                   "residual stream after each layer (before the final norm) as float32.\n",
                    k_usage);
             return 0;
         } else if (argv[i][0] == '-' || model) return cli_usage("logits", k_usage, "unexpected argument");
@@ -66,19 +69,25 @@ int cmd_logits(int argc, char **argv) {
     ts_error err;
     ts_model *m = NULL;
     ts_ref *r = NULL;
-    float *logits = NULL;
+    float *logits = NULL, *hidden = NULL;
     ts_status s = ts_model_open(model, &m, &err);
     if (!s) s = ts_ref_new(m, n, &r, &err);
     if (!s) {
         size_t V = (size_t)ts_model_n_vocab(m);
         logits = malloc(sizeof(float) * (last ? 1 : (size_t)n) * V);
-        if (!logits) s = ts_fail(&err, TS_ERR_NOMEM, "out of memory for logits");
+        if (hidp)
+            hidden = malloc(sizeof(float) * (size_t)(ts_model_n_layers(m) + 1) * (size_t)n *
+                            (size_t)ts_model_n_embd(m));
+        if (!logits || (hidp && !hidden)) s = ts_fail(&err, TS_ERR_NOMEM, "out of memory for outputs");
     }
-    if (!s) s = ts_ref_forward(r, ids, n, logits, !last, NULL, &err);
+    if (!s) s = ts_ref_forward(r, ids, n, logits, !last, hidden, &err);
     if (!s) s = ts_logits_write(outp, last ? 1 : n, ts_model_n_vocab(m), logits, &err);
+    if (!s && hidp)
+        s = ts_hidden_write(hidp, ts_model_n_layers(m) + 1, n, ts_model_n_embd(m), hidden, &err);
     int rc = s ? cli_fail("logits", s, &err) : 0;
     if (!s) fprintf(stderr, "logits: %d positions x %d vocab -> %s\n", last ? 1 : n, ts_model_n_vocab(m), outp);
     free(logits);
+    free(hidden);
     free(ids);
     ts_ref_free(r);
     ts_model_close(m);

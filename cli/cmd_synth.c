@@ -2,8 +2,19 @@
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
+
+/* A one-line progress bar on a terminal; silent when stderr is piped. */
+static void progress(void *user, const char *stage, double frac) {
+    int *last = user;
+    int pct = (int)(frac * 100);
+    if (pct == *last) return;
+    *last = pct;
+    fprintf(stderr, "\r%s: %3d%%", stage, pct);
+    if (pct >= 100) fputc('\n', stderr);
+}
 
 static const char *k_usage = "tessera synth PRESET OUT_DIR [--seed N] [--vocab N]  |  tessera synth --list";
 
@@ -34,7 +45,9 @@ int cmd_synth(int argc, char **argv) {
     ts_error err;
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
-    ts_status s = ts_synth_write(pos[0], pos[1], (uint64_t)seed, (int)vocab, &err);
+    int last = -1;
+    ts_status s = ts_synth_write(pos[0], pos[1], (uint64_t)seed, (int)vocab,
+                                 isatty(2) ? progress : NULL, &last, &err);
     if (s) return cli_fail("synth", s, &err);
     clock_gettime(CLOCK_MONOTONIC, &b);
     fprintf(stderr, "synth: wrote %s (%s, seed %lld) in %.1f s\n", pos[1], pos[0], seed,

@@ -62,11 +62,14 @@ int ts_ref_n_past(const ts_ref *r);
 ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits, int all_logits,
                          float *hidden, ts_error *err);
 
+/* Progress of a long step: frac in [0, 1]. Called from the calling thread. */
+typedef void (*ts_progress_fn)(void *user, const char *stage, double frac);
+
 /* ---- synth: deterministic random-weight checkpoints of the seed model shapes ---- */
 /* Writes OUT_DIR/config.json and OUT_DIR/model.safetensors (BF16). vocab_override > 0
  * replaces the preset's vocabulary size. Fails if OUT_DIR holds a model already. */
 ts_status ts_synth_write(const char *preset, const char *out_dir, uint64_t seed, int vocab_override,
-                         ts_error *err);
+                         ts_progress_fn progress, void *progress_user, ts_error *err);
 /* The i-th preset name, or NULL past the end. */
 const char *ts_synth_preset_name(int i);
 

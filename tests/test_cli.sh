@@ -59,6 +59,19 @@ print("qwen2_bias logits rel_l2 vs HF: %.3e" % d)
 sys.exit(0 if d < 1e-4 else 1)
 PY
 
+# --hidden writes the per-layer residual stream in the golden hidden format
+expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q.bin" --hidden "$TMP/h.bin"
+python3 - "$TMP/h.bin" "$G/hidden_2.bin" <<'PY' && ok || bad "hidden states differ from HF golden"
+import struct, sys, math
+a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
+assert a[:12] == b[:12], "headers differ"
+n = (len(a) - 12) // 4
+x, y = struct.unpack('<%df' % n, a[12:]), struct.unpack('<%df' % n, b[12:])
+d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y))) / math.sqrt(sum(q * q for q in y))
+print("qwen2_bias hidden states rel_l2 vs HF: %.3e" % d)
+sys.exit(0 if d < 1e-4 else 1)
+PY
+
 # phase 0 against HF goldens passes; a corrupted golden makes the gate fail with exit 8
 expect 0 "phase 0: PASS" -- "$BIN" deploy "$FIX/hf/llama_gqa_rope3" --out "$TMP/dep2"
 cp -r "$FIX/hf/llama_gqa_rope3" "$TMP/perturbed" && chmod -R u+w "$TMP/perturbed"

@@ -17,19 +17,33 @@ static int32_t get_i32(const uint8_t *p) {
                      (uint32_t)p[3] << 24);
 }
 
-ts_status ts_logits_write(const char *path, int n_tokens, int n_vocab, const float *data,
-                          ts_error *err) {
+static ts_status write_dims(const char *path, int ndims, const int *dims, const float *data,
+                            ts_error *err) {
     FILE *f = fopen(path, "wb");
     if (!f) return ts_fail(err, TS_ERR_IO, "%s: cannot create", path);
-    uint8_t hdr[8];
-    put_i32(hdr, n_tokens);
-    put_i32(hdr + 4, n_vocab);
-    size_t n = (size_t)n_tokens * (size_t)n_vocab;
+    uint8_t hdr[12];
+    size_t n = 1;
+    for (int i = 0; i < ndims; i++) {
+        put_i32(hdr + 4 * i, dims[i]);
+        n *= (size_t)dims[i];
+    }
     /* x86 and every target we run on are little-endian: floats go out as they are. */
-    int ok = fwrite(hdr, 1, 8, f) == 8 && fwrite(data, sizeof(float), n, f) == n;
+    int ok = fwrite(hdr, 4, (size_t)ndims, f) == (size_t)ndims && fwrite(data, sizeof(float), n, f) == n;
     ok = (fclose(f) == 0) && ok;
     if (!ok) return ts_fail(err, TS_ERR_IO, "%s: write failed (disk full?)", path);
     return TS_OK;
+}
+
+ts_status ts_logits_write(const char *path, int n_tokens, int n_vocab, const float *data,
+                          ts_error *err) {
+    int d[2] = {n_tokens, n_vocab};
+    return write_dims(path, 2, d, data, err);
+}
+
+ts_status ts_hidden_write(const char *path, int n_states, int n_tokens, int hidden, const float *data,
+                          ts_error *err) {
+    int d[3] = {n_states, n_tokens, hidden};
+    return write_dims(path, 3, d, data, err);
 }
 
 static ts_status read_dims(const char *path, int ndims, int *dims, float **data, ts_error *err) {

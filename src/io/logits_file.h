@@ -7,6 +7,8 @@
 
 ts_status ts_logits_write(const char *path, int n_tokens, int n_vocab, const float *data,
                           ts_error *err);
+ts_status ts_hidden_write(const char *path, int n_states, int n_tokens, int hidden, const float *data,
+                          ts_error *err);
 /* *data is malloc'd; caller frees. */
 ts_status ts_logits_read(const char *path, int *n_tokens, int *n_vocab, float **data,
                          ts_error *err);

@@ -137,8 +137,8 @@ ts_status ts_config_from_json(const json_t *root, const char *f, ts_config *c, t
                        f, (long long)heads, (long long)kv);
     int64_t def_hd = hidden / heads;
     if ((s = ts_json_int(root, "head_dim", f, 0, def_hd, 2, 4096, &hd, err))) return s;
-    if (hd % 2 != 0)
-        return ts_fail(err, TS_ERR_FORMAT, "%s: head_dim %lld is odd, expected an even size for RoPE",
+    if (hd < 2 || hd % 2 != 0) /* a derived default (hidden_size < heads) skips the range check */
+        return ts_fail(err, TS_ERR_FORMAT, "%s: head_dim %lld is odd or 0, expected an even size for RoPE",
                        f, (long long)hd);
     if (hd * heads > BIG)
         return ts_fail(err, TS_ERR_FORMAT, "%s: num_attention_heads x head_dim = %lld is too large",

@@ -212,7 +212,8 @@ static json_t *config_json(const preset *p, uint64_t seed, const char *name) {
     return c;
 }
 
-static ts_status write_weights(const preset *p, uint64_t seed, const char *path, ts_error *err) {
+static ts_status write_weights(const preset *p, uint64_t seed, const char *path,
+                               ts_progress_fn progress, void *user, ts_error *err) {
     gen_tensor *t = calloc((size_t)p->layers * 16 + 4, sizeof *t);
     ts_st_entry *e = calloc((size_t)p->layers * 16 + 4, sizeof *e);
     enum { CHUNK = 1 << 20 };
@@ -237,6 +238,8 @@ static ts_status write_weights(const preset *p, uint64_t seed, const char *path,
         goto done;
     }
     if ((s = ts_st_write_header(f, path, e, n, err))) goto done;
+    size_t all = 0, written = 0;
+    for (int i = 0; i < n; i++) all += ts_st_entry_bytes(&e[i]) / 2;
     for (int i = 0; i < n && !s; i++) {
         uint64_t st = name_seed(seed, t[i].name);
         size_t total = (size_t)t[i].shape[0] * (size_t)(t[i].ndim == 2 ? t[i].shape[1] : 1);
@@ -249,6 +252,8 @@ static ts_status write_weights(const preset *p, uint64_t seed, const char *path,
                 break;
             }
             done_n += k;
+            written += k;
+            if (progress) progress(user, "writing weights", (double)written / (double)all);
         }
     }
 done:
@@ -286,7 +291,7 @@ ts_status ts_synth_preset_config(const char *name, int vocab_override, ts_config
 }
 
 ts_status ts_synth_write(const char *name, const char *out_dir, uint64_t seed, int vocab_override,
-                         ts_error *err) {
+                         ts_progress_fn progress, void *progress_user, ts_error *err) {
     preset p;
     ts_status st = lookup(name, vocab_override, &p, err);
     if (st) return st;
@@ -303,7 +308,7 @@ ts_status ts_synth_write(const char *name, const char *out_dir, uint64_t seed, i
                     "%s: already holds a model (config.json or model.safetensors); refusing to "
                     "overwrite it",
                     out_dir);
-    else if (!(s = write_weights(&p, seed, tmp_path, err))) {
+    else if (!(s = write_weights(&p, seed, tmp_path, progress, progress_user, err))) {
         cfg = config_json(&p, seed, name);
         if (json_dump_file(cfg, cfg_path, JSON_INDENT(2)) != 0)
             s = ts_fail(err, TS_ERR_IO, "%s: write failed", cfg_path);
