@@ -11,6 +11,10 @@ static const ts_threshold k_table[] = {
     {"phase0", "pearson", TS_GATE_GE, 0.99999},
     {"phase0", "rel_l2", TS_GATE_LE, 1e-4},
     {"phase0", "nonfinite", TS_GATE_LE, 0},
+    /* phase 1: each optimized kernel against its ref twin at the model's shapes */
+    {"phase1", "rel_l2", TS_GATE_LE, 1e-2},
+    {"phase1", "pearson", TS_GATE_GE, 0.9999},
+    {"phase1", "nonfinite", TS_GATE_LE, 0},
 };
 
 const ts_threshold *ts_thresholds(int *n_out) {

@@ -1,0 +1,75 @@
+/* CPUID-based detection. AVX/AVX-512 state must also be enabled by the OS (XCR0), or the
+ * instructions fault even though CPUID lists them. */
+#include "target/cpu/cpu_features.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static unsigned long long xgetbv0(void) {
+    unsigned int eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+
+static void detect(ts_cpu_features *f) {
+    unsigned a, b, c, d;
+    memset(f, 0, sizeof *f);
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1;
+    f->fma = (c >> 12) & 1;
+    f->f16c = (c >> 29) & 1;
+    unsigned long long xcr0 = osxsave ? xgetbv0() : 0;
+    int ymm_ok = (xcr0 & 0x6) == 0x6, zmm_ok = (xcr0 & 0xe6) == 0xe6;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+        f->avx2 = avx && ymm_ok && ((b >> 5) & 1);
+        f->avx512f = zmm_ok && ((b >> 16) & 1);
+        f->avx512bw = zmm_ok && ((b >> 30) & 1);
+        f->avx512vl = zmm_ok && ((b >> 31) & 1);
+    }
+    if (f->avx512f && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f->avx512bf16 = (a >> 5) & 1;
+    if (!ymm_ok) f->fma = f->f16c = 0;
+    unsigned brand[12];
+    if (__get_cpuid(0x80000000, &a, &b, &c, &d) && a >= 0x80000004) {
+        for (unsigned i = 0; i < 3; i++)
+            __get_cpuid(0x80000002 + i, &brand[4 * i], &brand[4 * i + 1], &brand[4 * i + 2],
+                        &brand[4 * i + 3]);
+        memcpy(f->brand, brand, 48);
+        f->brand[48] = 0;
+    }
+}
+#else
+static void detect(ts_cpu_features *f) { memset(f, 0, sizeof *f); }
+#endif
+
+const ts_cpu_features *ts_cpu_features_get(void) {
+    static ts_cpu_features f;
+    static int done;
+    if (!done) { /* idempotent: a race at worst detects twice with the same result */
+        detect(&f);
+        done = 1;
+    }
+    return &f;
+}
+
+int ts_cpu_variant_supported(ts_cpu_variant v) {
+    const ts_cpu_features *f = ts_cpu_features_get();
+    switch (v) {
+    case TS_CPU_SCALAR: return 1;
+    case TS_CPU_AVX2: return f->avx2 && f->fma;
+    case TS_CPU_AVX512BF16: return 0; /* not implemented yet: no machine here can run it */
+    default: return 0;
+    }
+}
+
+ts_cpu_variant ts_cpu_best_variant(void) {
+    for (int v = TS_CPU_VARIANT_COUNT - 1; v > 0; v--)
+        if (ts_cpu_variant_supported((ts_cpu_variant)v)) return (ts_cpu_variant)v;
+    return TS_CPU_SCALAR;
+}
+
+const char *ts_cpu_variant_name(ts_cpu_variant v) {
+    static const char *names[] = {"scalar", "avx2+fma", "avx512bf16"};
+    return (unsigned)v < TS_CPU_VARIANT_COUNT ? names[v] : "?";
+}

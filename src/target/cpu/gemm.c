@@ -1,0 +1,44 @@
+/* Activation packing, the scalar GEMM (the portable fallback and the reference layout for the
+ * vector kernels), and the variant table. */
+#include "target/cpu/gemm.h"
+
+#include <string.h>
+
+#include "io/dtype.h"
+
+void ts_cpu_pack_row(float *dst, const float *src, int K) {
+    for (int b = 0; b < K; b += TS_GEMM_KBLOCK)
+        for (int i = 0; i < 8; i++) {
+            dst[b + i] = src[b + 2 * i];
+            dst[b + 8 + i] = src[b + 2 * i + 1];
+        }
+}
+
+void ts_cpu_gemm_bf16_scalar(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+                             int S, int n0, int n1, ts_gemm_tile tile) {
+    (void)tile;
+    for (int n = n0; n < n1; n++) {
+        const uint16_t *w = W + (size_t)n * K;
+        for (int s = 0; s < S; s++) {
+            const float *x = xp + (size_t)s * ldx;
+            float acc[8] = {0};
+            for (int b = 0; b < K; b += TS_GEMM_KBLOCK)
+                for (int i = 0; i < 8; i++)
+                    acc[i] += x[b + i] * ts_bf16_to_f32(w[b + 2 * i]) +
+                              x[b + 8 + i] * ts_bf16_to_f32(w[b + 2 * i + 1]);
+            y[(size_t)s * ldy + n] =
+                ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        }
+    }
+}
+
+ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v) {
+    return v >= TS_CPU_AVX2 ? ts_cpu_gemm_bf16_avx2 : ts_cpu_gemm_bf16_scalar;
+}
+
+ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K) {
+    (void)N;
+    ts_gemm_tile t = {S >= 2 ? 2 : 1, 4, 64};
+    if (K >= 4096) t.sb = 32; /* keep the x block within L2 for long rows */
+    return t;
+}

@@ -1,0 +1,95 @@
+/* AVX2+FMA GEMM on BF16 weights. Compiled with -mavx2 -mfma (see CMakeLists.txt) and called
+ * only when CPUID reports both. A tile keeps ms x nr accumulators of 8 partial sums; each
+ * 16-element step loads one 32-byte BF16 chunk per W row and splits it into even/odd FP32
+ * vectors (shift / mask), matching the packed activations. */
+#include <immintrin.h>
+
+#include "target/cpu/gemm.h"
+
+static inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline void bf16x16(const uint16_t *p, __m256 *even, __m256 *odd) {
+    __m256i w = _mm256_loadu_si256((const __m256i *)p);
+    *even = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    *odd = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32((int)0xffff0000u)));
+}
+
+/* One tile: MS rows of x (ms <= 3) against NR rows of W (nr <= 4). Written once for the
+ * largest shape; the compiler drops the unused accumulators for each constant instantiation. */
+static inline __attribute__((always_inline)) void tile(float *y, int ldy, const float *x, int ldx,
+                                                       const uint16_t *W, int K, int ms, int nr) {
+    __m256 acc[3][4];
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
+    for (int b = 0; b < K; b += 16) {
+        __m256 xe[3], xo[3];
+        for (int i = 0; i < ms; i++) {
+            xe[i] = _mm256_loadu_ps(x + (size_t)i * ldx + b);
+            xo[i] = _mm256_loadu_ps(x + (size_t)i * ldx + b + 8);
+        }
+        for (int j = 0; j < nr; j++) {
+            __m256 we, wo;
+            bf16x16(W + (size_t)j * K + b, &we, &wo);
+            for (int i = 0; i < ms; i++) {
+                acc[i][j] = _mm256_fmadd_ps(xe[i], we, acc[i][j]);
+                acc[i][j] = _mm256_fmadd_ps(xo[i], wo, acc[i][j]);
+            }
+        }
+    }
+    for (int i = 0; i < ms; i++)
+        for (int j = 0; j < nr; j++) y[(size_t)i * ldy + j] = hsum(acc[i][j]);
+}
+
+#define TILE_FN(MS, NR)                                                                            \
+    static void tile_##MS##x##NR(float *y, int ldy, const float *x, int ldx, const uint16_t *W,    \
+                                 int K) {                                                          \
+        tile(y, ldy, x, ldx, W, K, MS, NR);                                                        \
+    }
+TILE_FN(1, 1)
+TILE_FN(2, 1)
+TILE_FN(3, 1)
+TILE_FN(1, 2)
+TILE_FN(2, 2)
+TILE_FN(3, 2)
+TILE_FN(1, 4)
+TILE_FN(2, 4)
+TILE_FN(3, 4)
+#undef TILE_FN
+
+typedef void (*tile_fn)(float *, int, const float *, int, const uint16_t *, int);
+static const tile_fn k_tiles[4][5] = {
+    {0},
+    {0, tile_1x1, tile_1x2, 0, tile_1x4},
+    {0, tile_2x1, tile_2x2, 0, tile_2x4},
+    {0, tile_3x1, tile_3x2, 0, tile_3x4},
+};
+
+void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+                           int S, int n0, int n1, ts_gemm_tile t) {
+    int ms = t.ms < 1 ? 1 : (t.ms > 3 ? 3 : t.ms);
+    int nr = t.nr >= 4 ? 4 : (t.nr >= 2 ? 2 : 1);
+    int sb = t.sb < ms ? ms : t.sb;
+    for (int s0 = 0; s0 < S; s0 += sb) {
+        int s1 = s0 + sb < S ? s0 + sb : S;
+        int n = n0;
+        for (; n + nr <= n1; n += nr) {
+            const uint16_t *w = W + (size_t)n * K;
+            int s = s0;
+            for (; s + ms <= s1; s += ms)
+                k_tiles[ms][nr](y + (size_t)s * ldy + n, ldy, xp + (size_t)s * ldx, ldx, w, K);
+            for (; s < s1; s++) k_tiles[1][nr](y + (size_t)s * ldy + n, ldy, xp + (size_t)s * ldx, ldx, w, K);
+        }
+        for (; n < n1; n++) {
+            const uint16_t *w = W + (size_t)n * K;
+            int s = s0;
+            for (; s + ms <= s1; s += ms)
+                k_tiles[ms][1](y + (size_t)s * ldy + n, ldy, xp + (size_t)s * ldx, ldx, w, K);
+            for (; s < s1; s++) k_tiles[1][1](y + (size_t)s * ldy + n, ldy, xp + (size_t)s * ldx, ldx, w, K);
+        }
+    }
+}

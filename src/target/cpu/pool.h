@@ -1,0 +1,22 @@
+/* A persistent thread pool: one parallel region per dispatch. Workers spin briefly for the
+ * next region (dispatches come back to back during a forward pass), then sleep, so an idle
+ * engine costs no CPU. Inside a region, ts_pool_barrier separates the dispatch's phases. */
+#ifndef TS_TARGET_CPU_POOL_H
+#define TS_TARGET_CPU_POOL_H
+#include "tessera.h"
+
+typedef struct ts_pool ts_pool;
+/* Work item: called on every thread with ith in [0, nth). */
+typedef void (*ts_pool_fn)(void *ctx, int ith, int nth);
+
+ts_status ts_pool_new(int n_threads, ts_pool **out, ts_error *err);
+void ts_pool_free(ts_pool *p);
+int ts_pool_size(const ts_pool *p);
+/* Runs fn on all threads (the caller is thread 0) and returns when all have finished. */
+void ts_pool_run(ts_pool *p, ts_pool_fn fn, void *ctx);
+/* All threads of the current region wait here for each other. */
+void ts_pool_barrier(ts_pool *p);
+/* Number of regions run so far (dispatch counting). */
+long ts_pool_regions(const ts_pool *p);
+
+#endif

@@ -1,0 +1,119 @@
+/* The cpu target's BF16 GEMM/GEMV, every variant this machine supports, against the ref
+ * matmul at the real shapes of all nine seed models: decode (S = 1, every output row) and
+ * prefill (S = 128, three 64-row windows of N with the full K, the dimension the kernel
+ * loops over). Outputs and inputs are pre-filled with NaN outside the valid region. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deploy/gates.h"
+#include "io/dtype.h"
+#include "model/synth.h"
+#include "target/cpu/gemm.h"
+#include "target/ref/ref_kernels.h"
+#include "tharness.h"
+
+static uint64_t rng = 0x1234567;
+static float frand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+static uint16_t *g_w;
+static size_t g_w_len;
+
+/* Checks y[:, n0:n1] = x @ W^T for one (S, N, K) with the given variant. */
+static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K, int n0, int n1) {
+    int ldx = K + 16, ldy = N;
+    float *x = malloc(sizeof(float) * (size_t)S * ldx), *xp = malloc(sizeof(float) * (size_t)S * ldx);
+    float *y = malloc(sizeof(float) * (size_t)S * ldy);
+    float *ref = malloc(sizeof(float) * (size_t)S * (n1 - n0)), *got = malloc(sizeof(float) * (size_t)S * (n1 - n0));
+    float *row = malloc(sizeof(float) * (size_t)K);
+    for (size_t i = 0; i < (size_t)S * ldx; i++) x[i] = xp[i] = NAN;
+    for (int s = 0; s < S; s++) {
+        for (int k = 0; k < K; k++) x[(size_t)s * ldx + k] = frand();
+        ts_cpu_pack_row(xp + (size_t)s * ldx, x + (size_t)s * ldx, K);
+    }
+    for (size_t i = 0; i < (size_t)S * ldy; i++) y[i] = NAN;
+    ts_tensor W = {0};
+    W.dtype = TS_DTYPE_BF16;
+    W.data = g_w + (size_t)n0 * K;
+    /* ref on the window: rows n0..n1 of W */
+    float *xd = malloc(sizeof(float) * (size_t)S * K);
+    for (int s = 0; s < S; s++) memcpy(xd + (size_t)s * K, x + (size_t)s * ldx, sizeof(float) * K);
+    ts_ref_matmul(ref, xd, &W, NULL, S, n1 - n0, K, row);
+    ts_gemm_tile t = ts_cpu_gemm_default_tile(S, N, K);
+    ts_cpu_gemm_for(v)(y, ldy, xp, ldx, g_w, K, S, n0, n1, t);
+    int outside_written = 0;
+    for (int s = 0; s < S; s++)
+        for (int n = 0; n < N; n++) {
+            float val = y[(size_t)s * ldy + n];
+            if (n >= n0 && n < n1) got[(size_t)s * (n1 - n0) + (n - n0)] = val;
+            else if (!isnan(val)) outside_written++;
+        }
+    ts_metrics m;
+    ts_metrics_compute(got, ref, S, n1 - n0, &m);
+    const ts_threshold *tr = ts_threshold_find("phase1", "rel_l2"), *tp = ts_threshold_find("phase1", "pearson");
+    int pass = ts_threshold_pass(tr, m.rel_l2) && ts_threshold_pass(tp, m.pearson) && m.nonfinite == 0 &&
+               m.rel_l2 <= 1e-5 && !outside_written;
+    printf("  %-10s %-26s S=%-4d N=%-6d K=%-5d rows [%d,%d)  rel_l2 %.2e  pearson %.9f  %s\n",
+           ts_cpu_variant_name(v), what, S, N, K, n0, n1, m.rel_l2, m.pearson, pass ? "ok" : "FAIL");
+    CHECK(pass, "%s %s S=%d N=%d K=%d: rel_l2 %.3e pearson %.9f nonfinite %lld outside %d",
+          ts_cpu_variant_name(v), what, S, N, K, m.rel_l2, m.pearson, (long long)m.nonfinite, outside_written);
+    free(x), free(xp), free(y), free(ref), free(got), free(row), free(xd);
+}
+
+static void check_model(ts_cpu_variant v, const char *preset) {
+    ts_config c;
+    ts_error err;
+    if (ts_synth_preset_config(preset, 0, &c, &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    int H = c.n_embd, Q = c.n_heads * c.head_dim, KV = c.n_kv_heads * c.head_dim, F = c.n_ff, V = c.n_vocab;
+    struct {
+        const char *name;
+        int N, K;
+    } shapes[] = {{"q_proj", Q, H}, {"k_proj/v_proj", KV, H}, {"o_proj", H, Q},
+                  {"gate_proj/up_proj", F, H}, {"down_proj", H, F}, {"lm_head", V, H}};
+    printf("%s\n", preset);
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int N = shapes[i].N, K = shapes[i].K;
+        CHECK((size_t)N * K <= g_w_len, "weight buffer too small");
+        if ((size_t)N * K > g_w_len) continue;
+        /* decode: every row (the scalar variant samples, it is slow at full size) */
+        if (v == TS_CPU_SCALAR) check_shape(v, shapes[i].name, 1, N, K, N / 2 - 37, N / 2 + 29);
+        else check_shape(v, shapes[i].name, 1, N, K, 0, N);
+        if (!strcmp(shapes[i].name, "lm_head")) continue; /* prefill computes the last position only */
+        /* prefill windows: start, middle (odd offsets), end */
+        int w = N < 64 ? N : 64;
+        check_shape(v, shapes[i].name, 128, N, K, 0, w);
+        check_shape(v, shapes[i].name, 128, N, K, N / 2 - 13, N / 2 - 13 + (w < N / 2 ? w : N / 2));
+        check_shape(v, shapes[i].name, 128, N, K, N - w + (w > 3 ? 3 : 0), N);
+    }
+}
+
+int main(void) {
+    /* One random BF16 buffer as large as the biggest weight (an lm_head), reused for every
+     * shape as its leading N x K block. */
+    for (int i = 0; ts_synth_preset_name(i); i++) {
+        ts_config c;
+        ts_error err;
+        if (ts_synth_preset_config(ts_synth_preset_name(i), 0, &c, &err) == TS_OK &&
+            (size_t)c.n_vocab * c.n_embd > g_w_len)
+            g_w_len = (size_t)c.n_vocab * c.n_embd;
+    }
+    g_w = malloc(sizeof(uint16_t) * g_w_len);
+    if (!g_w) return 1;
+    for (size_t i = 0; i < g_w_len; i++) g_w[i] = ts_f32_to_bf16(frand() * 0.05f);
+    for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++) {
+        if (!ts_cpu_variant_supported((ts_cpu_variant)v)) {
+            printf("variant %s: not supported by this CPU, skipped\n", ts_cpu_variant_name((ts_cpu_variant)v));
+            continue;
+        }
+        for (int i = 0; ts_synth_preset_name(i); i++)
+            if (!strstr(ts_synth_preset_name(i), "-tiny")) check_model((ts_cpu_variant)v, ts_synth_preset_name(i));
+    }
+    free(g_w);
+    return th_finish("test_cpu_gemm");
+}
