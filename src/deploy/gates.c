@@ -15,6 +15,14 @@ static const ts_threshold k_table[] = {
     {"phase1", "rel_l2", TS_GATE_LE, 1e-2},
     {"phase1", "pearson", TS_GATE_GE, 0.9999},
     {"phase1", "nonfinite", TS_GATE_LE, 0},
+    /* phase 2: one block; the per-position floor depends on head_dim */
+    {"phase2", "cosine", TS_GATE_GE, 0.999},
+    {"phase2", "min_row_cosine_hd64", TS_GATE_GE, 0.99},
+    {"phase2", "min_row_cosine_hd128", TS_GATE_GE, 0.98},
+    {"phase2", "min_row_cosine_hd256", TS_GATE_GE, 0.97},
+    /* phase 3: whole model; "decisive" = oracle top-1 probability above this */
+    {"phase3", "decisive_prob", TS_GATE_GE, 0.5},
+    {"phase3", "mutual_top_k", TS_GATE_LE, 5},
 };
 
 const ts_threshold *ts_thresholds(int *n_out) {
@@ -43,6 +51,24 @@ double ts_metric_value(const ts_metrics *m, const char *metric) {
     if (strcmp(metric, "nonfinite") == 0) return (double)m->nonfinite;
     if (strcmp(metric, "top1_frac") == 0) return m->rows ? (double)m->top1_match / m->rows : NAN;
     return NAN;
+}
+
+const ts_threshold *ts_phase2_row_cosine(int head_dim) {
+    return ts_threshold_find("phase2", head_dim <= 64    ? "min_row_cosine_hd64"
+                                       : head_dim <= 128 ? "min_row_cosine_hd128"
+                                                         : "min_row_cosine_hd256");
+}
+
+int ts_rank_of(const float *x, int n, int id) {
+    int r = 0;
+    for (int i = 0; i < n; i++) r += x[i] > x[id];
+    return r;
+}
+
+double ts_softmax_prob(const float *x, int n, int id) {
+    double mx = x[ts_argmax(x, n)], sum = 0;
+    for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
+    return exp((double)x[id] - mx) / sum;
 }
 
 int ts_argmax(const float *x, int n) {

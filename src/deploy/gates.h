@@ -18,6 +18,9 @@ typedef struct ts_metrics {
 /* a: output under test, b: reference; both (rows, cols) row-major. */
 void ts_metrics_compute(const float *a, const float *b, int rows, int cols, ts_metrics *m);
 int ts_argmax(const float *x, int n);
+/* How many entries are strictly larger than x[id] (0 = top-1). */
+int ts_rank_of(const float *x, int n, int id);
+double ts_softmax_prob(const float *x, int n, int id);
 
 typedef enum ts_gate_op { TS_GATE_GE, TS_GATE_LE } ts_gate_op;
 
@@ -33,6 +36,8 @@ const ts_threshold *ts_thresholds(int *n_out);
 /* Threshold for (phase, metric); NULL when the table has none. */
 const ts_threshold *ts_threshold_find(const char *phase, const char *metric);
 int ts_threshold_pass(const ts_threshold *t, double measured);
+/* The phase-2 per-position cosine floor for a head_dim (64 / 128 / 256 buckets). */
+const ts_threshold *ts_phase2_row_cosine(int head_dim);
 /* Measured value of a named metric from a ts_metrics. */
 double ts_metric_value(const ts_metrics *m, const char *metric);
 

@@ -1,0 +1,200 @@
+/* The cpu target against the oracle on whole models: the six HF fixtures (and through them
+ * transformers) and every -tiny synth preset, for each supported kernel variant. Checks the
+ * phase-2 block thresholds on every layer's output, the phase-3 rules on logits (decisive
+ * positions same top-1, others mutual top-5) and a 32-token greedy lockstep; and that decode
+ * equals prefill and any thread count gives bit-identical results. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deploy/gates.h"
+#include "deploy/golden.h"
+#include "model/model.h"
+#include "target/cpu/cpu_target.h"
+#include "tharness.h"
+
+#define NTOK 40
+#define NGEN 32
+
+static void phase3_logits(const char *name, const float *got, const float *ref, int rows, int V) {
+    double pmin = ts_threshold_find("phase3", "decisive_prob")->value;
+    int topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value, decisive = 0, bad = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *g = got + (size_t)r * V, *o = ref + (size_t)r * V;
+        int tg = ts_argmax(g, V), to = ts_argmax(o, V);
+        if (ts_softmax_prob(o, V, to) > pmin) {
+            decisive++;
+            bad += tg != to;
+        } else {
+            bad += ts_rank_of(o, V, tg) >= topk || ts_rank_of(g, V, to) >= topk;
+        }
+    }
+    CHECK(bad == 0, "%s: %d of %d positions break the phase-3 top-1/top-5 rule", name, bad, rows);
+    printf("    logits: %d positions (%d decisive), phase-3 rule violations %d\n", rows, decisive, bad);
+}
+
+static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
+    ts_error err;
+    ts_model *m;
+    if (ts_model_open(dir, &m, &err)) {
+        CHECK(0, "%s: %s", name, err.msg);
+        return;
+    }
+    const ts_config *c = ts_model_config(m);
+    int V = c->n_vocab, L = c->n_layers, H = c->n_embd;
+    int32_t toks[NTOK];
+    for (int i = 0; i < NTOK; i++) toks[i] = (int32_t)((i * 7919 + 13) % V);
+    size_t nl = (size_t)NTOK * V, nh = (size_t)(L + 1) * NTOK * H;
+    float *lr = malloc(sizeof(float) * nl), *lc = malloc(sizeof(float) * nl);
+    float *hr = malloc(sizeof(float) * nh), *hc = malloc(sizeof(float) * nh);
+    ts_ref *r = NULL;
+    ts_cpu *cp = NULL;
+    ts_cpu_opts o = {2, (int)v};
+    CHECK(ts_ref_new(m, NTOK + NGEN, &r, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_cpu_new(m, NTOK + NGEN, &o, &cp, &err) == TS_OK, "%s: %s", name, err.msg);
+    if (!r || !cp) goto done;
+    CHECK(ts_ref_forward(r, toks, NTOK, lr, 1, hr, &err) == TS_OK, "%s", err.msg);
+    long d0 = ts_cpu_dispatches(cp);
+    CHECK(ts_cpu_forward(cp, toks, NTOK, lc, 1, hc, &err) == TS_OK, "%s", err.msg);
+    long per_layer_x = ts_cpu_dispatches(cp) - d0 - 1; /* minus the LM head region */
+    CHECK(per_layer_x == 3L * L, "%s: %ld dispatches for %d layers, expected 3 per layer", name, per_layer_x, L);
+    printf("  %s [%s, %d threads, %ld dispatches/layer]\n", name, ts_cpu_variant_name(v), ts_cpu_threads(cp), per_layer_x / L);
+    /* Block gate on every layer (each layer's output given identical inputs up to that point
+     * is the stricter phase-2 check; here errors accumulate across layers, which is harder). */
+    const ts_threshold *tcos = ts_threshold_find("phase2", "cosine"), *trow = ts_phase2_row_cosine(c->head_dim);
+    double worst_cos = 1, worst_row = 1;
+    for (int l = 1; l <= L; l++) {
+        ts_metrics mt;
+        size_t off = (size_t)l * NTOK * H;
+        ts_metrics_compute(hc + off, hr + off, NTOK, H, &mt);
+        worst_cos = fmin(worst_cos, mt.cosine);
+        worst_row = fmin(worst_row, mt.min_row_cosine);
+    }
+    CHECK(ts_threshold_pass(tcos, worst_cos) && ts_threshold_pass(trow, worst_row),
+          "%s: layer outputs cosine %.6f (>= %g), per-position min %.6f (>= %g)", name, worst_cos,
+          tcos->value, worst_row, trow->value);
+    ts_metrics ml;
+    ts_metrics_compute(lc, lr, NTOK, V, &ml);
+    printf("    hidden: worst cosine %.7f, worst per-position %.7f; logits rel_l2 %.2e cosine %.7f\n",
+           worst_cos, worst_row, ml.rel_l2, ml.cosine);
+    CHECK(ml.nonfinite == 0 && ml.rel_l2 < 1e-2, "%s logits rel_l2 %.3e", name, ml.rel_l2);
+    phase3_logits(name, lc, lr, NTOK, V);
+
+    /* Greedy lockstep: each side continues its own greedy text; at the first divergence each
+     * side's token must be in the other's top-5. */
+    {
+        float *a = malloc(sizeof(float) * V), *b = malloc(sizeof(float) * V);
+        memcpy(a, lr + (size_t)(NTOK - 1) * V, sizeof(float) * V);
+        memcpy(b, lc + (size_t)(NTOK - 1) * V, sizeof(float) * V);
+        int steps = 0, diverged = -1;
+        for (; steps < NGEN; steps++) {
+            int ta = ts_argmax(a, V), tb = ts_argmax(b, V);
+            if (ta != tb) {
+                diverged = steps;
+                CHECK(ts_rank_of(a, V, tb) < 5 && ts_rank_of(b, V, ta) < 5,
+                      "%s: lockstep diverged at step %d outside top-5", name, steps);
+                break;
+            }
+            int32_t t = ta;
+            if (ts_ref_forward(r, &t, 1, a, 0, NULL, &err) || ts_cpu_forward(cp, &t, 1, b, 0, NULL, &err)) {
+                CHECK(0, "%s", err.msg);
+                break;
+            }
+        }
+        printf("    lockstep: %d greedy tokens identical%s\n", steps, diverged >= 0 ? " then a top-5 divergence" : "");
+        free(a);
+        free(b);
+    }
+    /* Decode must equal prefill, and thread count must not change a bit. */
+    {
+        ts_cpu *c1 = NULL, *c3 = NULL;
+        ts_cpu_opts o1 = {1, (int)v}, o3 = {3, (int)v};
+        float *l1 = malloc(sizeof(float) * nl), *step = malloc(sizeof(float) * V);
+        CHECK(ts_cpu_new(m, NTOK, &o1, &c1, &err) == TS_OK && ts_cpu_new(m, NTOK, &o3, &c3, &err) == TS_OK, "%s", err.msg);
+        if (c1 && c3) {
+            CHECK(ts_cpu_forward(c1, toks, NTOK, l1, 1, NULL, &err) == TS_OK, "%s", err.msg);
+            CHECK(memcmp(l1, lc, sizeof(float) * nl) == 0, "%s: 1 thread differs from 2 threads", name);
+            CHECK(ts_cpu_forward(c3, toks, NTOK - 5, NULL, 0, NULL, &err) == TS_OK, "%s", err.msg);
+            double worst = 0;
+            for (int i = NTOK - 5; i < NTOK; i++) {
+                CHECK(ts_cpu_forward(c3, toks + i, 1, step, 0, NULL, &err) == TS_OK, "%s", err.msg);
+                for (int k = 0; k < V; k++) worst = fmax(worst, fabs(step[k] - lc[(size_t)i * V + k]));
+            }
+            CHECK(worst == 0, "%s: decode (3 threads) differs from prefill by %.3e", name, worst);
+        }
+        ts_cpu_free(c1);
+        ts_cpu_free(c3);
+        free(l1);
+        free(step);
+    }
+done:
+    ts_ref_free(r);
+    ts_cpu_free(cp);
+    free(lr), free(lc), free(hr), free(hc);
+    ts_model_close(m);
+}
+
+/* The cpu target against transformers directly, on the golden sequences. */
+static void check_hf(const char *name, ts_cpu_variant v) {
+    char dir[512], gp[600];
+    snprintf(dir, sizeof dir, "%s/%s", th_fixture("hf"), name);
+    snprintf(gp, sizeof gp, "%s/golden/golden.json", dir);
+    ts_error err;
+    ts_model *m;
+    ts_golden g;
+    if (ts_model_open(dir, &m, &err) || ts_golden_load(gp, &g, &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    ts_golden_seq *q = &g.seqs[g.n_seqs - 1];
+    int V = ts_model_n_vocab(m);
+    float *lg = malloc(sizeof(float) * (size_t)q->n_tokens * V);
+    ts_cpu *cp;
+    ts_cpu_opts o = {2, (int)v};
+    if (ts_cpu_new(m, q->n_tokens, &o, &cp, &err) == TS_OK) {
+        CHECK(ts_cpu_forward(cp, q->tokens, q->n_tokens, lg, 1, NULL, &err) == TS_OK, "%s", err.msg);
+        ts_metrics mt;
+        ts_metrics_compute(lg, q->logits, q->n_tokens, V, &mt);
+        printf("    vs transformers: top-1 %d/%d, rel_l2 %.2e, pearson %.7f\n", mt.top1_match, mt.rows, mt.rel_l2, mt.pearson);
+        CHECK(mt.rel_l2 < 1e-2 && mt.pearson > 0.9999, "%s vs HF rel_l2 %.3e", name, mt.rel_l2);
+        phase3_logits(name, lg, q->logits, q->n_tokens, V);
+        ts_cpu_free(cp);
+    } else {
+        CHECK(0, "%s", err.msg);
+    }
+    free(lg);
+    ts_golden_free(&g);
+    ts_model_close(m);
+}
+
+int main(void) {
+    static const char *hf[] = {"llama_gqa_rope3", "llama_mha", "llama_untied_sharded", "qwen2_bias", "qwen3_qknorm", "llama_attn_bias"};
+    const char *tmp = th_tmpdir("cpu_forward");
+    char base[1024];
+    snprintf(base, sizeof base, "%s", tmp);
+    for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++) {
+        if (!ts_cpu_variant_supported((ts_cpu_variant)v)) {
+            printf("variant %s: not supported by this CPU, skipped\n", ts_cpu_variant_name((ts_cpu_variant)v));
+            continue;
+        }
+        for (size_t i = 0; i < sizeof hf / sizeof hf[0]; i++) {
+            char dir[512];
+            snprintf(dir, sizeof dir, "%s/%s", th_fixture("hf"), hf[i]);
+            check_model(hf[i], dir, (ts_cpu_variant)v);
+            check_hf(hf[i], (ts_cpu_variant)v);
+        }
+        for (int i = 0; ts_synth_preset_name(i); i++) {
+            const char *p = ts_synth_preset_name(i);
+            if (!strstr(p, "-tiny")) continue;
+            char dir[1200];
+            ts_error err;
+            snprintf(dir, sizeof dir, "%s/%s", base, p);
+            if (v == 0 && ts_synth_write(p, dir, 11, 0, NULL, NULL, &err) != TS_OK) {
+                CHECK(0, "%s", err.msg);
+                continue;
+            }
+            check_model(p, dir, (ts_cpu_variant)v);
+        }
+    }
+    return th_finish("test_cpu_forward");
+}
