@@ -6,9 +6,11 @@
 #include "cli.h"
 #include "core/error.h"
 #include "io/logits_file.h"
+#include "target/cpu/cpu_target.h"
 
 static const char *k_usage =
-    "tessera logits MODEL_DIR --tokens ID,ID,... --out FILE [--target ref] [--last] [--hidden FILE]";
+    "tessera logits MODEL_DIR --tokens ID,ID,... --out FILE [--target ref|cpu] [--threads N]\n"
+    "                      [--last] [--hidden FILE]";
 
 /* Parses "1,2,3" into a malloc'd array; returns the count or -1. */
 static int parse_tokens(const char *s, int32_t **out) {
@@ -42,12 +44,17 @@ static int parse_tokens(const char *s, int32_t **out) {
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *outp = NULL, *target = "ref", *hidp = NULL;
     int last = 0;
+    long long threads = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outp = argv[++i];
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
         else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) hidp = argv[++i];
         else if (!strcmp(argv[i], "--last")) last = 1;
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (cli_parse_int(argv[++i], 1, 256, &threads))
+                return cli_usage("logits", k_usage, "--threads expects an integer in [1, 256]");
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n\nWrites int32 n_tokens, int32 n_vocab, then n_tokens x n_vocab "
                    "float32 (little-endian);\nwith --last only the last position (n_tokens = 1).\n"
@@ -59,8 +66,9 @@ int cmd_logits(int argc, char **argv) {
         else model = argv[i];
     }
     if (!model || !tokens || !outp) return cli_usage("logits", k_usage, "expects MODEL_DIR, --tokens and --out");
-    if (strcmp(target, "ref") != 0) {
-        fprintf(stderr, "tessera logits: target \"%s\" is not available, expected \"ref\"\n", target);
+    int use_cpu = !strcmp(target, "cpu");
+    if (!use_cpu && strcmp(target, "ref") != 0) {
+        fprintf(stderr, "tessera logits: target \"%s\" is not available, expected \"ref\" or \"cpu\"\n", target);
         return cli_exit_code(TS_ERR_UNSUPPORTED);
     }
     int32_t *ids;
@@ -69,9 +77,11 @@ int cmd_logits(int argc, char **argv) {
     ts_error err;
     ts_model *m = NULL;
     ts_ref *r = NULL;
+    ts_cpu *cp = NULL;
+    ts_cpu_opts co = {(int)threads, -1};
     float *logits = NULL, *hidden = NULL;
     ts_status s = ts_model_open(model, &m, &err);
-    if (!s) s = ts_ref_new(m, n, &r, &err);
+    if (!s) s = use_cpu ? ts_cpu_new(m, n, &co, &cp, &err) : ts_ref_new(m, n, &r, &err);
     if (!s) {
         size_t V = (size_t)ts_model_n_vocab(m);
         logits = malloc(sizeof(float) * (last ? 1 : (size_t)n) * V);
@@ -80,7 +90,9 @@ int cmd_logits(int argc, char **argv) {
                             (size_t)ts_model_n_embd(m));
         if (!logits || (hidp && !hidden)) s = ts_fail(&err, TS_ERR_NOMEM, "out of memory for outputs");
     }
-    if (!s) s = ts_ref_forward(r, ids, n, logits, !last, hidden, &err);
+    if (!s)
+        s = use_cpu ? ts_cpu_forward(cp, ids, n, logits, !last, hidden, &err)
+                    : ts_ref_forward(r, ids, n, logits, !last, hidden, &err);
     if (!s) s = ts_logits_write(outp, last ? 1 : n, ts_model_n_vocab(m), logits, &err);
     if (!s && hidp)
         s = ts_hidden_write(hidp, ts_model_n_layers(m) + 1, n, ts_model_n_embd(m), hidden, &err);
@@ -90,6 +102,7 @@ int cmd_logits(int argc, char **argv) {
     free(hidden);
     free(ids);
     ts_ref_free(r);
+    ts_cpu_free(cp);
     ts_model_close(m);
     return rc;
 }

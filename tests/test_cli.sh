@@ -59,6 +59,19 @@ print("qwen2_bias logits rel_l2 vs HF: %.3e" % d)
 sys.exit(0 if d < 1e-4 else 1)
 PY
 
+# the cpu target through the CLI agrees with the oracle and with HF
+expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/qc.bin" --target cpu --threads 2
+python3 - "$TMP/qc.bin" "$G/logits_2.bin" <<'PY' && ok || bad "cpu logits differ from HF golden"
+import struct, sys, math
+a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
+n = (len(a) - 8) // 4
+x, y = struct.unpack('<%df' % n, a[8:]), struct.unpack('<%df' % n, b[8:])
+d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y))) / math.sqrt(sum(q * q for q in y))
+print("qwen2_bias cpu-target logits rel_l2 vs HF: %.3e" % d)
+sys.exit(0 if d < 1e-2 else 1)
+PY
+expect 0 '"dispatches_per_layer": 3.00' -- "$BIN" bench "$TMP/tiny" --prefill 16,32 --decode 8 --gen 4 --trials 2 --json
+
 # --hidden writes the per-layer residual stream in the golden hidden format
 expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q.bin" --hidden "$TMP/h.bin"
 python3 - "$TMP/h.bin" "$G/hidden_2.bin" <<'PY' && ok || bad "hidden states differ from HF golden"

@@ -381,6 +381,7 @@ ts_cpu_variant ts_cpu_variant_of(const ts_cpu *c) { return c->variant; }
 int ts_cpu_threads(const ts_cpu *c) { return c->nth; }
 long ts_cpu_dispatches(const ts_cpu *c) { return ts_pool_regions(c->pool); }
 size_t ts_cpu_converted_bytes(const ts_cpu *c) { return c->converted; }
+ts_pool *ts_cpu_pool(ts_cpu *c) { return c->pool; }
 
 ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits, int all_logits,
                          float *hidden, ts_error *err) {

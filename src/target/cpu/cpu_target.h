@@ -31,5 +31,7 @@ int ts_cpu_threads(const ts_cpu *c);
 /* Parallel regions run so far (dispatches), and bytes of weights converted at load. */
 long ts_cpu_dispatches(const ts_cpu *c);
 size_t ts_cpu_converted_bytes(const ts_cpu *c);
+/* The session's thread pool (benchmarks run their probes on it). */
+struct ts_pool *ts_cpu_pool(ts_cpu *c);
 
 #endif
