@@ -8,7 +8,11 @@ FUZZ_SECONDS ?= 20
 DEMO_PRESET ?= qwen3-0.6b-tiny
 DEMO_DIR ?= demo/$(DEMO_PRESET)
 
-.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo clean
+BENCH_MODELS ?= llama-3.2-1b qwen3-0.6b
+BENCH_DIR ?= bench-models
+BENCH_ARGS ?= --prefill 128,512 --decode 128 --gen 16 --trials 5
+
+.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench clean
 
 setup:
 	@bash scripts/setup.sh
@@ -47,6 +51,15 @@ demo: build
 	$(BUILD)/tessera synth $(DEMO_PRESET) $(DEMO_DIR)
 	$(BUILD)/tessera inspect $(DEMO_DIR)
 	$(BUILD)/tessera deploy $(DEMO_DIR) --phases 0
+
+# Speed of the cpu target on full-size synth models (written once into $(BENCH_DIR)), with the
+# machine's own peaks measured in the same run. Prints ratios; never part of `make test`.
+bench: build
+	@mkdir -p $(BENCH_DIR)
+	@for m in $(BENCH_MODELS); do \
+		[ -f $(BENCH_DIR)/$$m/model.safetensors ] || $(BUILD)/tessera synth $$m $(BENCH_DIR)/$$m || exit 1; \
+		$(BUILD)/tessera bench $(BENCH_DIR)/$$m $(BENCH_ARGS) || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) demo deployments
