@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "target/cpu/attn.h"
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
 #include "target/cpu/pool.h"
@@ -29,6 +30,8 @@ struct ts_cpu {
     ts_pool *pool;
     ts_cpu_variant variant;
     ts_gemm_fn gemm;
+    ts_dot_fn dot;
+    ts_axpy_fn axpy;
     int max_seq, n_past, chunk, nth;
     cpu_layer *L;
     const uint16_t *embed, *lm_head;
@@ -116,13 +119,17 @@ static void rope(float *v, int n_heads, int hd, const float *cs, const float *sn
         }
 }
 
-static float dot(const float *a, const float *b, int n) {
+float ts_cpu_dot_scalar(const float *a, const float *b, int n) {
     float s[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
         for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
     for (; i < n; i++) s[0] += a[i] * b[i];
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+void ts_cpu_axpy_scalar(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
 /* Contiguous share [a, b) of n items for thread ith, boundaries on multiples of align. */
@@ -206,7 +213,7 @@ static void d2_attention(void *ctx, int ith, int nth) {
         const float *q = c->qkv + (size_t)s * NT + (size_t)h * hd;
         float mx = -INFINITY;
         for (int j = 0; j < n_ctx; j++) {
-            sc[j] = dot(q, kc + (size_t)j * KV + (size_t)g * hd, hd) * scale;
+            sc[j] = c->dot(q, kc + (size_t)j * KV + (size_t)g * hd, hd) * scale;
             if (sc[j] > mx) mx = sc[j];
         }
         double sum = 0;
@@ -216,11 +223,7 @@ static void d2_attention(void *ctx, int ith, int nth) {
         }
         float inv = (float)(1.0 / sum), *out = c->att + (size_t)s * Q + (size_t)h * hd;
         for (int i = 0; i < hd; i++) out[i] = 0;
-        for (int j = 0; j < n_ctx; j++) {
-            const float *vj = vc + (size_t)j * KV + (size_t)g * hd;
-            float p = sc[j] * inv;
-            for (int i = 0; i < hd; i++) out[i] += p * vj[i];
-        }
+        for (int j = 0; j < n_ctx; j++) c->axpy(out, sc[j] * inv, vc + (size_t)j * KV + (size_t)g * hd, hd);
     }
 }
 
@@ -315,6 +318,8 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->c = cf;
     c->variant = v;
     c->gemm = ts_cpu_gemm_for(v);
+    c->dot = v >= TS_CPU_AVX2 ? ts_cpu_dot_avx2 : ts_cpu_dot_scalar;
+    c->axpy = v >= TS_CPU_AVX2 ? ts_cpu_axpy_avx2 : ts_cpu_axpy_scalar;
     c->max_seq = max_seq;
     c->chunk = max_seq < CPU_CHUNK ? max_seq : CPU_CHUNK;
     c->nth = nth;
