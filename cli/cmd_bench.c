@@ -15,7 +15,7 @@
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
-    "                     [--trials 5] [--json]";
+    "                     [--trials 5] [--autotune] [--json]";
 
 static double now_s(void) {
     struct timespec t;
@@ -51,7 +51,7 @@ static stat stats(const double *x, int n) {
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *prefill = "128,512";
     long long decode_ctx = 128, gen = 16, threads = 0, trials = 5;
-    int as_json = 0;
+    int as_json = 0, autotune = 0;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         long long lo = 1, hi = 1 << 20;
@@ -61,6 +61,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) dst = &threads, hi = 256;
         else if (!strcmp(argv[i], "--trials") && i + 1 < argc) dst = &trials, hi = 1000;
         else if (!strcmp(argv[i], "--json")) as_json = 1;
+        else if (!strcmp(argv[i], "--autotune")) autotune = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n", k_usage);
             return 0;
@@ -96,6 +97,11 @@ int cmd_bench(int argc, char **argv) {
         return cli_fail("bench", s, &err);
     }
     double t_load = now_s() - t0;
+    if (autotune && (s = ts_cpu_autotune(cp, sizes[n_sizes - 1], as_json ? stderr : stdout, &err))) {
+        ts_cpu_free(cp);
+        ts_model_close(m);
+        return cli_fail("bench", s, &err);
+    }
     const ts_config *c = ts_model_config(m);
     int V = c->n_vocab, H = c->n_embd, L = c->n_layers, hd = c->head_dim;
     double Q = (double)c->n_heads * hd, KV = (double)c->n_kv_heads * hd;

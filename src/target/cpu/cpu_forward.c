@@ -12,40 +12,12 @@
 
 #include "core/error.h"
 #include "target/cpu/attn.h"
+#include "target/cpu/cpu_internal.h"
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
 #include "target/cpu/pool.h"
 #include "target/ref/ref_kernels.h"
 
-#define CPU_CHUNK 256 /* tokens per prefill chunk: bounds the arena */
-
-typedef struct cpu_layer {
-    const uint16_t *wq, *wk, *wv, *wo, *wg, *wu, *wd;
-    const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *bg, *bu, *bd;
-} cpu_layer;
-
-struct ts_cpu {
-    const ts_model *m;
-    const ts_config *c;
-    ts_pool *pool;
-    ts_cpu_variant variant;
-    ts_gemm_fn gemm;
-    ts_dot_fn dot;
-    ts_axpy_fn axpy;
-    int max_seq, n_past, chunk, nth;
-    cpu_layer *L;
-    const uint16_t *embed, *lm_head;
-    const float *final_norm;
-    void **owned;
-    int n_owned;
-    size_t converted;
-    float *k_cache, *v_cache, *inv_freq;
-    float *arena;
-    float *x, *xn_p, *qkv, *att, *att_p, *o, *g, *u, *h_p, *scores, *rowtmp;
-    /* per-call state read by the dispatch functions */
-    int S, pos0, layer, lg_row0, lg_rows;
-    float *lg_out;
-};
 
 /* ---- weights ---- */
 
@@ -140,7 +112,14 @@ static void split(int n, int ith, int nth, int align, int *a, int *b) {
     *b = u1 * align < n ? u1 * align : n;
 }
 
-static ts_gemm_tile tile_for(int S, int N, int K) { return ts_cpu_gemm_default_tile(S, N, K); }
+int ts_cpu_s_bucket(int S) { return S == 1 ? 1 : (S < 16 ? 2 : 3); }
+
+ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K) {
+    int b = ts_cpu_s_bucket(S);
+    for (int i = 0; i < c->n_tiles; i++)
+        if (c->tiles[i].bucket == b && c->tiles[i].n == N && c->tiles[i].k == K) return c->tiles[i].tile;
+    return ts_cpu_gemm_default_tile(S, N, K);
+}
 
 /* ---- D1: attention input ---- */
 static void d1_attn_in(void *ctx, int ith, int nth) {
@@ -166,7 +145,7 @@ static void d1_attn_in(void *ctx, int ith, int nth) {
         int hi = b < parts[p].off + parts[p].n ? b : parts[p].off + parts[p].n;
         if (lo < hi)
             c->gemm(c->qkv + parts[p].off, NT, c->xn_p, H, parts[p].w, H, S, lo - parts[p].off,
-                    hi - parts[p].off, tile_for(S, parts[p].n, H));
+                    hi - parts[p].off, ts_cpu_tile_for(c, S, parts[p].n, H));
     }
     ts_pool_barrier(c->pool);
     split(S, ith, nth, 1, &a, &b);
@@ -238,7 +217,7 @@ static void d3_ffn(void *ctx, int ith, int nth) {
     for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * Q, c->att + (size_t)s * Q, Q);
     ts_pool_barrier(c->pool);
     split(H, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->o, H, c->att_p, Q, L->wo, Q, S, a, b, tile_for(S, H, Q));
+    if (a < b) c->gemm(c->o, H, c->att_p, Q, L->wo, Q, S, a, b, ts_cpu_tile_for(c, S, H, Q));
     for (int s = 0; s < S; s++) {
         float *x = c->x + (size_t)s * H, *o = c->o + (size_t)s * H;
         for (int n = a; n < b; n++) x[n] += o[n] + (L->bo ? L->bo[n] : 0.0f);
@@ -253,8 +232,8 @@ static void d3_ffn(void *ctx, int ith, int nth) {
     /* 16-aligned shares: each thread packs whole blocks of its own h columns. */
     split(F, ith, nth, TS_GEMM_KBLOCK, &a, &b);
     if (a < b) {
-        c->gemm(c->g, F, c->xn_p, H, L->wg, H, S, a, b, tile_for(S, F, H));
-        c->gemm(c->u, F, c->xn_p, H, L->wu, H, S, a, b, tile_for(S, F, H));
+        c->gemm(c->g, F, c->xn_p, H, L->wg, H, S, a, b, ts_cpu_tile_for(c, S, F, H));
+        c->gemm(c->u, F, c->xn_p, H, L->wu, H, S, a, b, ts_cpu_tile_for(c, S, F, H));
         for (int s = 0; s < S; s++) {
             float *g = c->g + (size_t)s * F, *u = c->u + (size_t)s * F;
             for (int n = a; n < b; n++) {
@@ -266,7 +245,7 @@ static void d3_ffn(void *ctx, int ith, int nth) {
     }
     ts_pool_barrier(c->pool);
     split(H, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->o, H, c->h_p, F, L->wd, F, S, a, b, tile_for(S, H, F));
+    if (a < b) c->gemm(c->o, H, c->h_p, F, L->wd, F, S, a, b, ts_cpu_tile_for(c, S, H, F));
     for (int s = 0; s < S; s++) {
         float *x = c->x + (size_t)s * H, *o = c->o + (size_t)s * H;
         for (int n = a; n < b; n++) x[n] += o[n] + (L->bd ? L->bd[n] : 0.0f);
@@ -286,7 +265,7 @@ static void d4_logits(void *ctx, int ith, int nth) {
     }
     ts_pool_barrier(c->pool);
     split(V, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->lg_out, V, c->xn_p, H, c->lm_head, H, R, a, b, tile_for(R, V, H));
+    if (a < b) c->gemm(c->lg_out, V, c->xn_p, H, c->lm_head, H, R, a, b, ts_cpu_tile_for(c, R, V, H));
 }
 
 /* ---- session ---- */

@@ -4,6 +4,8 @@
  * accumulation and KV cache. */
 #ifndef TS_TARGET_CPU_TARGET_H
 #define TS_TARGET_CPU_TARGET_H
+#include <stdio.h>
+
 #include "model/model.h"
 #include "target/cpu/cpu_features.h"
 
@@ -31,6 +33,9 @@ int ts_cpu_threads(const ts_cpu *c);
 /* Parallel regions run so far (dispatches), and bytes of weights converted at load. */
 long ts_cpu_dispatches(const ts_cpu *c);
 size_t ts_cpu_converted_bytes(const ts_cpu *c);
+/* Times candidate GEMM tiles for every shape of the model at prefill size S and at decode,
+ * keeps the fastest that passes the phase-1 gate; progress lines go to log (may be NULL). */
+ts_status ts_cpu_autotune(ts_cpu *c, int S, FILE *log, ts_error *err);
 /* The session's thread pool (benchmarks run their probes on it). */
 struct ts_pool *ts_cpu_pool(ts_cpu *c);
 

@@ -1,0 +1,129 @@
+/* GEMM tile autotuner. For every GEMM shape the model runs at a given prefill size (and at
+ * decode), it times a small candidate set of register/cache tiles on the real weights through
+ * the same thread split the forward pass uses, rejects any candidate whose output fails the
+ * phase-1 gate against the scalar kernel, and keeps the fastest. Results live in the session
+ * (ts_cpu_tile_for reads them) and can be exported for a deployment manifest. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "deploy/gates.h"
+#include "target/cpu/cpu_internal.h"
+
+typedef struct tune_job {
+    ts_gemm_fn gemm;
+    const uint16_t *W;
+    int S, N, K;
+    const float *xp;
+    float *y;
+    ts_gemm_tile t;
+} tune_job;
+
+static void tune_run(void *p, int ith, int nth) {
+    tune_job *j = p;
+    int units = (j->N + 3) / 4, per = units / nth, rem = units % nth;
+    int u0 = ith * per + (ith < rem ? ith : rem), u1 = u0 + per + (ith < rem);
+    int a = u0 * 4 < j->N ? u0 * 4 : j->N, b = u1 * 4 < j->N ? u1 * 4 : j->N;
+    if (a < b) j->gemm(j->y, j->N, j->xp, j->K, j->W, j->K, j->S, a, b, j->t);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void record(ts_cpu *c, int bucket, int N, int K, ts_gemm_tile t, double gf) {
+    for (int i = 0; i < c->n_tiles; i++)
+        if (c->tiles[i].bucket == bucket && c->tiles[i].n == N && c->tiles[i].k == K) {
+            c->tiles[i].tile = t;
+            c->tiles[i].gflops = gf;
+            return;
+        }
+    if (c->n_tiles < CPU_MAX_TILES) c->tiles[c->n_tiles++] = (ts_tile_entry){bucket, N, K, t, gf};
+}
+
+/* Tunes one (S, N, K) on weights W. */
+static ts_status tune_shape(ts_cpu *c, const char *name, const uint16_t *W, int S, int N, int K,
+                            FILE *log, ts_error *err) {
+    int bucket = ts_cpu_s_bucket(S), nref = N < 64 ? N : 64;
+    for (int i = 0; i < c->n_tiles; i++)
+        if (c->tiles[i].bucket == bucket && c->tiles[i].n == N && c->tiles[i].k == K) return TS_OK;
+    float *x = malloc(sizeof(float) * (size_t)S * K), *xp = malloc(sizeof(float) * (size_t)S * K);
+    float *y = malloc(sizeof(float) * (size_t)S * N), *ref = malloc(sizeof(float) * (size_t)S * N);
+    float *got = malloc(sizeof(float) * (size_t)S * nref), *want = malloc(sizeof(float) * (size_t)S * nref);
+    if (!x || !xp || !y || !ref || !got || !want) {
+        free(x), free(xp), free(y), free(ref), free(got), free(want);
+        return ts_fail(err, TS_ERR_NOMEM, "autotune: out of memory for %s (%d x %d x %d)", name, S, N, K);
+    }
+    uint64_t r = 88172645463325252ull;
+    for (size_t i = 0; i < (size_t)S * K; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        x[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 2 - 1);
+    }
+    for (int s = 0; s < S; s++) ts_cpu_pack_row(xp + (size_t)s * K, x + (size_t)s * K, K);
+    ts_gemm_tile def = ts_cpu_gemm_default_tile(S, N, K);
+    ts_cpu_gemm_bf16_scalar(ref, N, xp, K, W, K, S, 0, nref, def);
+    static const ts_gemm_tile prefill[] = {{2, 4, 64}, {2, 4, 16}, {1, 4, 64}, {3, 4, 64}, {3, 2, 64},
+                                           {2, 2, 64}, {2, 4, 128}, {3, 4, 16}};
+    static const ts_gemm_tile decode[] = {{1, 4, 1}, {1, 2, 1}, {1, 1, 1}};
+    const ts_gemm_tile *cand = S == 1 ? decode : prefill;
+    int n_cand = S == 1 ? 3 : (int)(sizeof prefill / sizeof prefill[0]);
+    double flops = 2.0 * S * N * K, best = 0;
+    ts_gemm_tile best_t = def;
+    const ts_threshold *tr = ts_threshold_find("phase1", "rel_l2");
+    for (int i = 0; i < n_cand; i++) {
+        tune_job j = {c->gemm, W, S, N, K, xp, y, cand[i]};
+        ts_pool_run(c->pool, tune_run, &j); /* warm-up, and the output for the gate */
+        for (int s = 0; s < S; s++) {
+            memcpy(got + (size_t)s * nref, y + (size_t)s * N, sizeof(float) * nref);
+            memcpy(want + (size_t)s * nref, ref + (size_t)s * N, sizeof(float) * nref);
+        }
+        ts_metrics m;
+        ts_metrics_compute(got, want, S, nref, &m);
+        if (!ts_threshold_pass(tr, m.rel_l2) || m.nonfinite) continue;
+        double t = 1e30;
+        for (int rep = 0; rep < 3; rep++) {
+            double a = now_s();
+            ts_pool_run(c->pool, tune_run, &j);
+            double d = now_s() - a;
+            if (d < t) t = d;
+        }
+        double gf = flops / t / 1e9;
+        if (gf > best) best = gf, best_t = cand[i];
+    }
+    record(c, bucket, N, K, best_t, best);
+    if (log)
+        fprintf(log, "  autotune %-9s S=%-4d N=%-6d K=%-5d -> tile %dx%d block %-3d %7.1f GFLOP/s\n", name, S,
+                N, K, best_t.ms, best_t.nr, best_t.sb, best);
+    free(x), free(xp), free(y), free(ref), free(got), free(want);
+    return TS_OK;
+}
+
+ts_status ts_cpu_autotune(ts_cpu *c, int S, FILE *log, ts_error *err) {
+    const ts_config *cf = c->c;
+    const cpu_layer *L = &c->L[0];
+    int H = cf->n_embd, Q = cf->n_heads * cf->head_dim, KV = cf->n_kv_heads * cf->head_dim, F = cf->n_ff;
+    const struct {
+        const char *name;
+        const uint16_t *w;
+        int n, k;
+    } shapes[] = {{"q_proj", L->wq, Q, H}, {"kv_proj", L->wk, KV, H}, {"o_proj", L->wo, H, Q},
+                  {"gate_up", L->wg, F, H}, {"down", L->wd, H, F}};
+    ts_status s = TS_OK;
+    int sizes[2] = {S, 1};
+    for (int k = 0; k < 2 && !s; k++) {
+        if (k == 1 && S == 1) break;
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !s; i++)
+            s = tune_shape(c, shapes[i].name, shapes[i].w, sizes[k], shapes[i].n, shapes[i].k, log, err);
+    }
+    if (!s) s = tune_shape(c, "lm_head", c->lm_head, 1, cf->n_vocab, H, log, err);
+    return s;
+}
+
+int ts_cpu_tiles(const ts_cpu *c, const ts_tile_entry **out) {
+    *out = c->tiles;
+    return c->n_tiles;
+}

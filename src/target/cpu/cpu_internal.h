@@ -1,0 +1,54 @@
+/* Internals of the cpu target shared by its files (forward pass, autotuner). */
+#ifndef TS_TARGET_CPU_INTERNAL_H
+#define TS_TARGET_CPU_INTERNAL_H
+#include "target/cpu/attn.h"
+#include "target/cpu/cpu_target.h"
+#include "target/cpu/gemm.h"
+#include "target/cpu/pool.h"
+
+#define CPU_CHUNK 256 /* tokens per prefill chunk: bounds the arena */
+#define CPU_MAX_TILES 64
+
+/* One autotuned choice: GEMM tile for (S bucket, N, K). */
+typedef struct ts_tile_entry {
+    int bucket; /* 1: decode (S = 1), 2: S < 16, 3: prefill */
+    int n, k;
+    ts_gemm_tile tile;
+    double gflops;
+} ts_tile_entry;
+
+typedef struct cpu_layer {
+    const uint16_t *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+    const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *bg, *bu, *bd;
+} cpu_layer;
+
+struct ts_cpu {
+    const ts_model *m;
+    const ts_config *c;
+    ts_pool *pool;
+    ts_cpu_variant variant;
+    ts_gemm_fn gemm;
+    ts_dot_fn dot;
+    ts_axpy_fn axpy;
+    int max_seq, n_past, chunk, nth;
+    cpu_layer *L;
+    const uint16_t *embed, *lm_head;
+    const float *final_norm;
+    void **owned;
+    int n_owned;
+    size_t converted;
+    float *k_cache, *v_cache, *inv_freq;
+    float *arena;
+    float *x, *xn_p, *qkv, *att, *att_p, *o, *g, *u, *h_p, *scores, *rowtmp;
+    /* per-call state read by the dispatch functions */
+    int S, pos0, layer, lg_row0, lg_rows;
+    ts_tile_entry tiles[CPU_MAX_TILES];
+    int n_tiles;
+    float *lg_out;
+};
+
+int ts_cpu_s_bucket(int S);
+int ts_cpu_tiles(const ts_cpu *c, const ts_tile_entry **out);
+ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K);
+
+#endif
