@@ -26,7 +26,7 @@ build: setup
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
 	$(MAKE) --no-print-directory test-asan
-	@if [ -f scripts/fuzz.sh ]; then $(MAKE) --no-print-directory fuzz; fi
+	$(MAKE) --no-print-directory fuzz
 	@echo "all test stages passed"
 
 test-fast: build

@@ -177,13 +177,18 @@ ts_status ts_st_parse(const uint8_t *buf, size_t size, const char *fname, ts_ten
         else {
             memcpy(sorted, t, (size_t)n * sizeof *sorted);
             qsort(sorted, (size_t)n, sizeof *sorted, cmp_offset);
-            for (int i = 1; i < n && !s; i++) {
-                const ts_tensor *a = &sorted[i - 1], *b = &sorted[i];
-                if (a->nbytes && b->nbytes && b->offset < a->offset + a->nbytes)
+            /* Compare each tensor with the last non-empty one before it: an empty tensor in
+             * between must not hide an overlap. */
+            const ts_tensor *a = NULL;
+            for (int i = 0; i < n && !s; i++) {
+                const ts_tensor *b = &sorted[i];
+                if (!b->nbytes) continue;
+                if (a && b->offset < a->offset + a->nbytes)
                     s = ts_fail(err, TS_ERR_FORMAT,
                                 "%s: tensors \"%s\" and \"%s\" overlap (data at %zu+%zu and %zu)",
                                 fname, a->name, b->name, a->offset - data_start, a->nbytes,
                                 b->offset - data_start);
+                a = b;
             }
             free(sorted);
         }

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Runs every fuzz target of a build for a bounded time: builds a seed corpus per target in
+# BUILD_DIR/fuzz-corpus/<target>/ from the fixtures (whole small safetensors files, the heads of
+# the big ones, a few hand-written ones; every config.json), then runs each BUILD_DIR/fuzz_*
+# with libFuzzer (TS_FUZZ=ON builds) or with fuzz/standalone.c's driver. Exits non-zero if any
+# target crashes; crashing inputs land in BUILD_DIR/fuzz-artifacts/.
+#   usage: scripts/fuzz.sh BUILD_DIR SECONDS
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 BUILD_DIR SECONDS" >&2
+    exit 2
+fi
+BUILD=$1
+SECONDS_PER_TARGET=$2
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+FIX=$ROOT/tests/fixtures/hf
+CORPUS=$BUILD/fuzz-corpus
+ART=$BUILD/fuzz-artifacts
+
+shopt -s nullglob
+targets=("$BUILD"/fuzz_*)
+if [ ${#targets[@]} -eq 0 ]; then
+    echo "fuzz.sh: no fuzz_* binaries in $BUILD (build it first)" >&2
+    exit 2
+fi
+mode=standalone
+if grep -q '^TS_FUZZ:BOOL=ON' "$BUILD/CMakeCache.txt" 2>/dev/null; then mode=libfuzzer; fi
+
+# ---- seed corpora ----
+mkdir -p "$CORPUS" "$ART"
+
+# mk_st FILE HEADER DATA_BYTES: a complete safetensors file; the header is space-padded to 8
+# bytes and the data area is DATA_BYTES bytes of a repeating pattern.
+mk_st() {
+    local file=$1 hdr=$2 nbytes=$3
+    local len=${#hdr}
+    local pad=$(((len + 7) / 8 * 8))
+    {
+        local i esc=
+        for i in 0 1 2 3 4 5 6 7; do esc+=$(printf '\\x%02x' $(((pad >> (8 * i)) & 255))); done
+        printf '%b' "$esc"
+        printf '%s' "$hdr"
+        printf '%*s' $((pad - len)) ''
+        head -c "$nbytes" /dev/zero | tr '\0' '\077'
+    } >"$file"
+}
+
+st=$CORPUS/fuzz_safetensors
+mkdir -p "$st"
+for f in "$FIX"/*/*.safetensors; do
+    name=$(basename "$(dirname "$f")")_$(basename "$f")
+    if [ "$(stat -c %s "$f")" -le 100000 ]; then
+        cp "$f" "$st/seed_$name"                          # whole file: two of the shards
+    else
+        head -c 4096 "$f" >"$st/seed_head_$name"          # header and the first tensors
+    fi
+done
+mk_st "$st/seed_tiny_f32" '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' 8
+mixed='{"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,3],"data_offsets":[0,12]},'
+mixed+='"b":{"dtype":"F16","shape":[3],"data_offsets":[12,18]},'
+mixed+='"e":{"dtype":"F32","shape":[0],"data_offsets":[20,20]},'
+mixed+='"s":{"dtype":"F32","shape":[],"data_offsets":[20,24]}}'
+mk_st "$st/seed_tiny_mixed" "$mixed" 24
+mk_st "$st/seed_tiny_empty" '{}' 0
+
+cf=$CORPUS/fuzz_config
+mkdir -p "$cf"
+for f in "$FIX"/*/config.json; do cp "$f" "$cf/seed_$(basename "$(dirname "$f")").json"; done
+cat >"$cf/seed_llama32_rope_scaling.json" <<'EOF'
+{"architectures": ["LlamaForCausalLM"], "bos_token_id": 128000, "eos_token_id": [128001, 128008, 128009],
+ "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 8192,
+ "max_position_embeddings": 131072, "mlp_bias": false, "num_attention_heads": 32,
+ "num_hidden_layers": 16, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+ "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+ "original_max_position_embeddings": 8192, "type": "llama3"}, "rope_theta": 500000.0,
+ "tie_word_embeddings": true, "torch_dtype": "bfloat16", "vocab_size": 128256}
+EOF
+cat >"$cf/seed_qwen3_nulls.json" <<'EOF'
+{"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "bos_token_id": null,
+ "eos_token_id": null, "head_dim": 128, "hidden_size": 1024, "intermediate_size": 3072,
+ "num_attention_heads": 16, "num_hidden_layers": 28, "num_key_value_heads": 8,
+ "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null,
+ "use_sliding_window": false, "vocab_size": 151936}
+EOF
+
+# JSON tokens for libFuzzer's dictionary (standalone.c carries its own list).
+dict=$CORPUS/json.dict
+printf '%s\n' '"{"' '"}"' '"["' '"]"' '","' '":"' '"\""' '"null"' '"true"' '"false"' '"-1"' \
+    '"1e308"' '"9223372036854775807"' '"18446744073709551616"' '"\"dtype\""' '"\"shape\""' \
+    '"\"data_offsets\""' '"\"__metadata__\""' '"\"F32\""' '"\"F16\""' '"\"BF16\""' \
+    '"\"architectures\""' '"\"hidden_size\""' '"\"num_attention_heads\""' \
+    '"\"num_key_value_heads\""' '"\"head_dim\""' '"\"vocab_size\""' '"\"eos_token_id\""' \
+    '"\"rope_scaling\""' '"\"rope_parameters\""' '"\"rope_type\""' '"\"llama3\""' \
+    '"\"LlamaForCausalLM\""' '"\"Qwen2ForCausalLM\""' '"\"Qwen3ForCausalLM\""' >"$dict"
+
+# ---- runs ----
+max_len_of() { case $1 in fuzz_safetensors) echo 131072 ;; *) echo 16384 ;; esac; }
+
+failed=0
+summary=()
+for bin in "${targets[@]}"; do
+    [ -x "$bin" ] || continue
+    t=$(basename "$bin")
+    corpus=$CORPUS/$t
+    mkdir -p "$corpus"
+    log=$BUILD/fuzz-$t.log
+    ml=$(max_len_of "$t")
+    echo "fuzz.sh: $t ($mode, ${SECONDS_PER_TARGET}s, $(find "$corpus" -type f | wc -l) corpus files)"
+    set +e
+    if [ $mode = libfuzzer ]; then
+        "$bin" -max_total_time="$SECONDS_PER_TARGET" -rss_limit_mb=2048 -max_len="$ml" \
+            -timeout=25 -dict="$dict" -print_final_stats=1 -artifact_prefix="$ART/$t-" \
+            "$corpus" >"$log" 2>&1
+    else
+        "$bin" -seconds="$SECONDS_PER_TARGET" -max_len="$ml" -artifact_prefix="$ART/$t-" \
+            "$corpus" >"$log" 2>&1
+    fi
+    rc=$?
+    set -e
+    runs=$(grep -Eo 'Done [0-9]+ runs' "$log" | tail -1 | grep -Eo '[0-9]+' || true)
+    if [ $rc -ne 0 ]; then
+        failed=1
+        echo "fuzz.sh: $t FAILED (exit $rc); last lines of $log:" >&2
+        tail -n 40 "$log" >&2
+        ls -l "$ART"/"$t"-* >&2 2>/dev/null || true
+        summary+=("$t: CRASH (exit $rc), see $log and $ART/")
+    else
+        summary+=("$t: ok, ${runs:-?} runs in ${SECONDS_PER_TARGET}s ($mode)")
+    fi
+done
+
+echo "fuzz.sh summary:"
+printf '  %s\n' "${summary[@]}"
+exit $failed
