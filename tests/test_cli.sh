@@ -102,7 +102,7 @@ expect 8 "top1_frac" -- "$BIN" deploy "$TMP/perturbed" --out "$TMP/dep3"
 grep -q '"pass": false' "$TMP/dep3/phase0.json" && ok || bad "failed gate not recorded in phase0.json"
 
 # bad inputs: exit code by class, message names the file/field/tensor
-expect 2 "no config.json" -- "$BIN" inspect "$TMP/nonexistent"
+expect 2 "no such directory" -- "$BIN" inspect "$TMP/nonexistent"
 mkdir -p "$TMP/noweights" && cp "$FIX/hf/llama_mha/config.json" "$TMP/noweights/"
 expect 2 "no model.safetensors" -- "$BIN" inspect "$TMP/noweights"
 cp -r "$FIX/hf/llama_mha" "$TMP/badjson" && chmod -R u+w "$TMP/badjson"

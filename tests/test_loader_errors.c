@@ -528,7 +528,7 @@ static void test_config(void) {
     CHECK(unlink(P(d, "model.safetensors")) == 0, "unlink weights");
     EXPECT_OPEN("no safetensors", d, TS_ERR_IO, d, "no model.safetensors");
     EXPECT_OPEN("no such directory", "/nonexistent/tessera/model", TS_ERR_IO,
-                "/nonexistent/tessera/model");
+                "/nonexistent/tessera/model", "no such directory");
     static int sentinel;
     ts_model *m = (ts_model *)(void *)&sentinel;
     ts_error err;

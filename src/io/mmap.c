@@ -23,6 +23,11 @@ char *ts_path_join(const char *dir, const char *name) {
     return p;
 }
 
+int ts_dir_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int ts_file_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);

@@ -21,6 +21,7 @@ void ts_mmap_close(ts_mmap *m);
 ts_status ts_file_read_all(const char *path, size_t max_size, char **out, size_t *out_len,
                            ts_error *err);
 int ts_file_exists(const char *path);
+int ts_dir_exists(const char *path);
 /* Joins dir and name into a malloc'd path; caller frees. NULL on allocation failure. */
 char *ts_path_join(const char *dir, const char *name);
 

@@ -120,7 +120,10 @@ ts_status ts_st_parse(const uint8_t *buf, size_t size, const char *fname, ts_ten
         return ts_fail(err, TS_ERR_FORMAT,
                        "%s: header length %llu is absurd, expected at most %u bytes", fname,
                        (unsigned long long)hlen, TS_ST_MAX_HEADER);
-    if (hlen < 2 || hlen > size - 8)
+    if (hlen < 2)
+        return ts_fail(err, TS_ERR_FORMAT, "%s: header length %llu, expected at least 2 (\"{}\")",
+                       fname, (unsigned long long)hlen);
+    if (hlen > size - 8)
         return ts_fail(err, TS_ERR_FORMAT,
                        "%s: header length %llu does not fit a file of %zu bytes (truncated?)",
                        fname, (unsigned long long)hlen, size);

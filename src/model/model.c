@@ -142,6 +142,9 @@ ts_status ts_model_open(const char *dir, ts_model **out, ts_error *err) {
     m->config_path = ts_path_join(dir, "config.json");
     ts_status s;
     if (!m->dir || !m->config_path) s = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    else if (!ts_dir_exists(dir))
+        s = ts_fail(err, TS_ERR_IO, "%s: no such directory (expected a Hugging Face model directory)",
+                    dir);
     else if (!ts_file_exists(m->config_path))
         s = ts_fail(err, TS_ERR_IO, "%s: no config.json (expected a Hugging Face model directory)",
                     dir);
