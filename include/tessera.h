@@ -66,10 +66,18 @@ ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits,
 typedef void (*ts_progress_fn)(void *user, const char *stage, double frac);
 
 /* ---- synth: deterministic random-weight checkpoints of the seed model shapes ---- */
-/* Writes OUT_DIR/config.json and OUT_DIR/model.safetensors (BF16). vocab_override > 0
- * replaces the preset's vocabulary size. Fails if OUT_DIR holds a model already. */
-ts_status ts_synth_write(const char *preset, const char *out_dir, uint64_t seed, int vocab_override,
-                         ts_progress_fn progress, void *progress_user, ts_error *err);
+typedef struct ts_synth_opts {
+    uint64_t seed;
+    int vocab;  /* > 0: replaces the preset's vocabulary size */
+    int layers; /* > 0: replaces the preset's layer count (real widths, fewer layers) */
+    ts_progress_fn progress;
+    void *progress_user;
+} ts_synth_opts;
+
+/* Writes OUT_DIR/config.json and OUT_DIR/model.safetensors (BF16); opts may be NULL (seed 0,
+ * the preset as published). Fails if OUT_DIR holds a model already. */
+ts_status ts_synth_write(const char *preset, const char *out_dir, const ts_synth_opts *opts,
+                         ts_error *err);
 /* The i-th preset name, or NULL past the end. */
 const char *ts_synth_preset_name(int i);
 

@@ -189,7 +189,7 @@ int main(void) {
             char dir[1200];
             ts_error err;
             snprintf(dir, sizeof dir, "%s/%s", base, p);
-            if (v == 0 && ts_synth_write(p, dir, 11, 0, NULL, NULL, &err) != TS_OK) {
+            if (v == 0 && ts_synth_write(p, dir, &(ts_synth_opts){11, 0, 0, NULL, NULL}, &err) != TS_OK) {
                 CHECK(0, "%s", err.msg);
                 continue;
             }

@@ -89,7 +89,7 @@ static void check_tiny_presets(void) {
         char dir[1200], full[64];
         snprintf(dir, sizeof dir, "%s/%s", base, name);
         ts_error err;
-        ts_status s = ts_synth_write(name, dir, 7, 0, NULL, NULL, &err);
+        ts_status s = ts_synth_write(name, dir, &(ts_synth_opts){7, 0, 0, NULL, NULL}, &err);
         CHECK(s == TS_OK, "%s: %s", name, err.msg);
         if (s) continue;
         ts_model *m;
@@ -133,21 +133,21 @@ static void check_tiny_presets(void) {
     snprintf(b, sizeof b, "%s/det_b", base);
     snprintf(c, sizeof c, "%s/det_c", base);
     ts_error err;
-    CHECK(ts_synth_write("qwen3-0.6b-tiny", a, 42, 0, NULL, NULL, &err) == TS_OK, "%s", err.msg);
-    CHECK(ts_synth_write("qwen3-0.6b-tiny", b, 42, 0, NULL, NULL, &err) == TS_OK, "%s", err.msg);
-    CHECK(ts_synth_write("qwen3-0.6b-tiny", c, 43, 0, NULL, NULL, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_synth_write("qwen3-0.6b-tiny", a, &(ts_synth_opts){42, 0, 0, NULL, NULL}, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_synth_write("qwen3-0.6b-tiny", b, &(ts_synth_opts){42, 0, 0, NULL, NULL}, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_synth_write("qwen3-0.6b-tiny", c, &(ts_synth_opts){43, 0, 0, NULL, NULL}, &err) == TS_OK, "%s", err.msg);
     snprintf(fa, sizeof fa, "%s/model.safetensors", a);
     snprintf(fb, sizeof fb, "%s/model.safetensors", b);
     snprintf(fc, sizeof fc, "%s/model.safetensors", c);
     CHECK(files_equal(fa, fb), "same seed must give identical bytes");
     CHECK(!files_equal(fa, fc), "different seeds must differ");
-    CHECK(ts_synth_write("qwen3-0.6b-tiny", a, 1, 0, NULL, NULL, &err) == TS_ERR_IO && strstr(err.msg, "refusing"),
+    CHECK(ts_synth_write("qwen3-0.6b-tiny", a, &(ts_synth_opts){1, 0, 0, NULL, NULL}, &err) == TS_ERR_IO && strstr(err.msg, "refusing"),
           "overwrite must be refused: %s", err.msg);
     CHECK(files_equal(fa, fb), "refused overwrite left the model intact");
     /* --vocab override, e.g. to pair a tiny model with a real tokenizer. */
     snprintf(c, sizeof c, "%s/vocab", base);
     ts_model *m;
-    CHECK(ts_synth_write("llama-3.2-1b-tiny", c, 0, 128256, NULL, NULL, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_synth_write("llama-3.2-1b-tiny", c, &(ts_synth_opts){0, 128256, 0, NULL, NULL}, &err) == TS_OK, "%s", err.msg);
     CHECK(ts_model_open(c, &m, &err) == TS_OK, "%s", err.msg);
     if (m) {
         CHECK(ts_model_n_vocab(m) == 128256 && ts_model_config(m)->bos_id == 128000, "vocab override");

@@ -290,11 +290,19 @@ ts_status ts_synth_preset_config(const char *name, int vocab_override, ts_config
     return s;
 }
 
-ts_status ts_synth_write(const char *name, const char *out_dir, uint64_t seed, int vocab_override,
-                         ts_progress_fn progress, void *progress_user, ts_error *err) {
+ts_status ts_synth_write(const char *name, const char *out_dir, const ts_synth_opts *opts,
+                         ts_error *err) {
+    ts_synth_opts def = {0};
+    if (!opts) opts = &def;
+    uint64_t seed = opts->seed;
+    ts_progress_fn progress = opts->progress;
+    void *progress_user = opts->progress_user;
     preset p;
-    ts_status st = lookup(name, vocab_override, &p, err);
+    ts_status st = lookup(name, opts->vocab, &p, err);
     if (st) return st;
+    if (opts->layers < 0 || opts->layers > 4096)
+        return ts_fail(err, TS_ERR_ARG, "--layers %d outside [1, 4096]", opts->layers);
+    if (opts->layers > 0) p.layers = opts->layers;
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
         return ts_fail(err, TS_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
     char *cfg_path = ts_path_join(out_dir, "config.json");
