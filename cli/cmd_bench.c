@@ -144,6 +144,7 @@ int cmd_bench(int argc, char **argv) {
     long before = ts_cpu_dispatches(cp);
     ts_cpu_forward(cp, toks, 1, logits, 0, NULL, &err); /* may exceed capacity: count only */
     long per_tok = ts_cpu_dispatches(cp) - before;
+    double rss_mb = rss_peak_kb() / 1024.0; /* before the probes' own 1 GiB buffer */
     ts_peaks pk;
     ts_probe_peaks(ts_cpu_pool(cp), ts_cpu_variant_of(cp), 3, &pk);
     double pf_frac = pf_gflops[n_sizes - 1] / pk.flops_gflops;
@@ -161,7 +162,7 @@ int cmd_bench(int argc, char **argv) {
                dir, ts_cpu_variant_name(ts_cpu_variant_of(cp)), ts_cpu_threads(cp), sizes[n_sizes - 1],
                pf_tok_s[n_sizes - 1], pf_sd[n_sizes - 1], pf_gflops[n_sizes - 1], decode_ctx, dec.mean,
                dec.sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac, dec_frac,
-               dpl, t_load, cold_ttft, rss_peak_kb() / 1024.0, trials);
+               dpl, t_load, cold_ttft, rss_mb, trials);
         for (int k = 0; k < n_sizes; k++)
             printf("%s{\"tokens\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"gflops\": %.2f}", k ? ", " : "",
                    sizes[k], pf_tok_s[k], pf_sd[k], pf_gflops[k]);
@@ -177,7 +178,7 @@ int cmd_bench(int argc, char **argv) {
         printf("decode at %lld ctx:   %8.2f tok/s (sd %.2f)  %7.1f GB/s = %.1f%% of read peak (%.0f MB/token)\n",
                decode_ctx, dec.mean, dec.sd, dec_gbs, 100 * dec_frac, bytes_tok / 1e6);
         printf("dispatches per layer %.0f; load %.3f s; cold time to first token %.3f s; peak RSS %.0f MB\n",
-               dpl, t_load, cold_ttft, rss_peak_kb() / 1024.0);
+               dpl, t_load, cold_ttft, rss_mb);
     }
     free(toks), free(logits), free(tv);
     ts_cpu_free(cp);

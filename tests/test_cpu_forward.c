@@ -1,8 +1,8 @@
 /* The cpu target against the oracle on whole models: the six HF fixtures (and through them
  * transformers) and every -tiny synth preset, for each supported kernel variant. Checks the
  * phase-2 block thresholds on every layer's output, the phase-3 rules on logits (decisive
- * positions same top-1, others mutual top-5) and a 32-token greedy lockstep; and that decode
- * equals prefill and any thread count gives bit-identical results. */
+ * positions same top-1, others mutual top-5) and a 32-token greedy lockstep; that decode
+ * equals prefill to rounding, and that any thread count gives bit-identical results. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,7 +120,9 @@ static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
                 CHECK(ts_cpu_forward(c3, toks + i, 1, step, 0, NULL, &err) == TS_OK, "%s", err.msg);
                 for (int k = 0; k < V; k++) worst = fmax(worst, fabs(step[k] - lc[(size_t)i * V + k]));
             }
-            CHECK(worst == 0, "%s: decode (3 threads) differs from prefill by %.3e", name, worst);
+            /* Decode uses the row-streaming GEMV (another summation order), so equal to
+             * rounding, not bit for bit. */
+            CHECK(worst <= 1e-4, "%s: decode (3 threads) differs from prefill by %.3e", name, worst);
         }
         ts_cpu_free(c1);
         ts_cpu_free(c3);

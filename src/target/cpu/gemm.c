@@ -38,7 +38,7 @@ ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v) {
 
 ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K) {
     (void)N;
-    ts_gemm_tile t = {S >= 2 ? 2 : 1, 4, 64};
+    ts_gemm_tile t = {S >= 2 ? 2 : 1, S >= 2 ? 4 : 1, 64}; /* S = 1: row-streaming GEMV */
     if (K >= 4096) t.sb = 32; /* keep the x block within L2 for long rows */
     return t;
 }

@@ -6,6 +6,10 @@
 
 #include "target/cpu/gemm.h"
 
+#ifndef TS_GEMM_PREFETCH
+#define TS_GEMM_PREFETCH 2048 /* bytes ahead */
+#endif
+
 static inline float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -34,6 +38,8 @@ static inline __attribute__((always_inline)) void tile(float *y, int ldy, const 
         }
         for (int j = 0; j < nr; j++) {
             __m256 we, wo;
+            /* Weights stream from DRAM once per token in decode: fetch ahead of the loads. */
+            _mm_prefetch((const char *)(W + (size_t)j * K + b) + TS_GEMM_PREFETCH, _MM_HINT_T0);
             bf16x16(W + (size_t)j * K + b, &we, &wo);
             for (int i = 0; i < ms; i++) {
                 acc[i][j] = _mm256_fmadd_ps(xe[i], we, acc[i][j]);
@@ -69,8 +75,39 @@ static const tile_fn k_tiles[4][5] = {
     {0, tile_3x1, tile_3x2, 0, tile_3x4},
 };
 
+/* Decode (one row of x): stream W row after row, four independent accumulator pairs per row
+ * so the FMA latency is hidden, prefetching ahead of the single sequential stream. */
+static void gemv_rows(float *y, const float *x, const uint16_t *W, int K, int n0, int n1) {
+    for (int n = n0; n < n1; n++) {
+        const uint16_t *w = W + (size_t)n * K;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int b = 0;
+        for (; b + 32 <= K; b += 32) {
+            __m256 e0, o0, e1, o1;
+            _mm_prefetch((const char *)(w + b) + TS_GEMM_PREFETCH, _MM_HINT_T0);
+            bf16x16(w + b, &e0, &o0);
+            bf16x16(w + b + 16, &e1, &o1);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b), e0, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b + 8), o0, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b + 16), e1, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b + 24), o1, a3);
+        }
+        for (; b < K; b += 16) {
+            __m256 e0, o0;
+            bf16x16(w + b, &e0, &o0);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b), e0, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b + 8), o0, a1);
+        }
+        y[n] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    }
+}
+
 void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
                            int S, int n0, int n1, ts_gemm_tile t) {
+    if (S == 1 && t.nr <= 1) {
+        gemv_rows(y, xp, W, K, n0, n1);
+        return;
+    }
     int ms = t.ms < 1 ? 1 : (t.ms > 3 ? 3 : t.ms);
     int nr = t.nr >= 4 ? 4 : (t.nr >= 2 ? 2 : 1);
     int sb = t.sb < ms ? ms : t.sb;
