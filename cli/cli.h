@@ -10,6 +10,7 @@ int cmd_synth(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_deploy(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
 /* Prints "tessera CMD: error: MSG" and returns the exit code for s. */

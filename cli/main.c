@@ -15,6 +15,7 @@ static const struct {
     {"inspect", cmd_inspect, "print a model's features, tensors, parameters and memory needs"},
     {"logits", cmd_logits, "run the oracle on token ids and write all positions' logits"},
     {"deploy", cmd_deploy, "run deployment phases with their numerical gates (phase 0 today)"},
+    {"tokenize", cmd_tokenize, "encode text with a model's tokenizer.json (ids, token text, --bench)"},
     {"bench", cmd_bench, "prefill/decode speed of the cpu target against this machine's peaks"},
 };
 
