@@ -27,27 +27,34 @@ static inline void bf16x16(const uint16_t *p, __m256 *even, __m256 *odd) {
  * largest shape; the compiler drops the unused accumulators for each constant instantiation. */
 static inline __attribute__((always_inline)) void tile(float *y, int ldy, const float *x, int ldx,
                                                        const uint16_t *W, int K, int ms, int nr) {
+    /* Fully unrolled so the accumulators stay in registers (without the pragmas GCC keeps
+     * them on the stack and the kernel runs at ~60% of the FMA peak). */
     __m256 acc[3][4];
+#pragma GCC unroll 3
     for (int i = 0; i < 3; i++)
+#pragma GCC unroll 4
         for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();
     for (int b = 0; b < K; b += 16) {
         __m256 xe[3], xo[3];
+#pragma GCC unroll 3
         for (int i = 0; i < ms; i++) {
             xe[i] = _mm256_loadu_ps(x + (size_t)i * ldx + b);
             xo[i] = _mm256_loadu_ps(x + (size_t)i * ldx + b + 8);
         }
+#pragma GCC unroll 4
         for (int j = 0; j < nr; j++) {
             __m256 we, wo;
-            /* Weights stream from DRAM once per token in decode: fetch ahead of the loads. */
-            _mm_prefetch((const char *)(W + (size_t)j * K + b) + TS_GEMM_PREFETCH, _MM_HINT_T0);
             bf16x16(W + (size_t)j * K + b, &we, &wo);
+#pragma GCC unroll 3
             for (int i = 0; i < ms; i++) {
                 acc[i][j] = _mm256_fmadd_ps(xe[i], we, acc[i][j]);
                 acc[i][j] = _mm256_fmadd_ps(xo[i], wo, acc[i][j]);
             }
         }
     }
+#pragma GCC unroll 3
     for (int i = 0; i < ms; i++)
+#pragma GCC unroll 4
         for (int j = 0; j < nr; j++) y[(size_t)i * ldy + j] = hsum(acc[i][j]);
 }
 
