@@ -11,6 +11,21 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
 
+# relcmp A B HEADER_BYTES LIMIT LABEL: rel_l2 of two float32 files after equal headers
+relcmp() {
+    python3 - "$@" <<'PY'
+import struct, sys, math
+a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
+h, limit, label = int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+assert a[:h] == b[:h], "headers differ"
+n = (len(a) - h) // 4
+x, y = struct.unpack('<%df' % n, a[h:]), struct.unpack('<%df' % n, b[h:])
+d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y))) / math.sqrt(sum(q * q for q in y))
+print("%s rel_l2 vs HF: %.3e" % (label, d))
+sys.exit(0 if d < limit else 1)
+PY
+}
+
 # expect CODE PATTERN -- command...: exit code and a stderr/stdout substring
 expect() {
     local code=$1 pat=$2
@@ -48,42 +63,16 @@ grep -q '"pass": true' "$TMP/dep/phase0.json" && ok || bad "phase0.json lacks pa
 G="$FIX/hf/qwen2_bias/golden"
 toks=$(python3 -c "import json;print(','.join(map(str,json.load(open('$G/golden.json'))['sequences'][2]['tokens'])))")
 expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q.bin"
-python3 - "$TMP/q.bin" "$G/logits_2.bin" <<'PY' && ok || bad "logits differ from HF golden"
-import struct, sys, math
-a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
-assert a[:8] == b[:8], "headers differ"
-n = (len(a) - 8) // 4
-x, y = struct.unpack('<%df' % n, a[8:]), struct.unpack('<%df' % n, b[8:])
-d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y))) / math.sqrt(sum(q * q for q in y))
-print("qwen2_bias logits rel_l2 vs HF: %.3e" % d)
-sys.exit(0 if d < 1e-4 else 1)
-PY
+relcmp "$TMP/q.bin" "$G/logits_2.bin" 8 1e-4 "qwen2_bias ref logits" && ok || bad "logits differ from HF golden"
 
 # the cpu target through the CLI agrees with the oracle and with HF
 expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/qc.bin" --target cpu --threads 2
-python3 - "$TMP/qc.bin" "$G/logits_2.bin" <<'PY' && ok || bad "cpu logits differ from HF golden"
-import struct, sys, math
-a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
-n = (len(a) - 8) // 4
-x, y = struct.unpack('<%df' % n, a[8:]), struct.unpack('<%df' % n, b[8:])
-d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y))) / math.sqrt(sum(q * q for q in y))
-print("qwen2_bias cpu-target logits rel_l2 vs HF: %.3e" % d)
-sys.exit(0 if d < 1e-2 else 1)
-PY
+relcmp "$TMP/qc.bin" "$G/logits_2.bin" 8 1e-2 "qwen2_bias cpu-target logits" && ok || bad "cpu logits differ from HF golden"
 expect 0 '"dispatches_per_layer": 3.00' -- "$BIN" bench "$TMP/tiny" --prefill 16,32 --decode 8 --gen 4 --trials 2 --json
 
 # --hidden writes the per-layer residual stream in the golden hidden format
 expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q.bin" --hidden "$TMP/h.bin"
-python3 - "$TMP/h.bin" "$G/hidden_2.bin" <<'PY' && ok || bad "hidden states differ from HF golden"
-import struct, sys, math
-a, b = (open(p, 'rb').read() for p in sys.argv[1:3])
-assert a[:12] == b[:12], "headers differ"
-n = (len(a) - 12) // 4
-x, y = struct.unpack('<%df' % n, a[12:]), struct.unpack('<%df' % n, b[12:])
-d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y))) / math.sqrt(sum(q * q for q in y))
-print("qwen2_bias hidden states rel_l2 vs HF: %.3e" % d)
-sys.exit(0 if d < 1e-4 else 1)
-PY
+relcmp "$TMP/h.bin" "$G/hidden_2.bin" 12 1e-4 "qwen2_bias hidden states" && ok || bad "hidden states differ from HF golden"
 
 # phase 0 against HF goldens passes; a corrupted golden makes the gate fail with exit 8
 expect 0 "phase 0: PASS" -- "$BIN" deploy "$FIX/hf/llama_gqa_rope3" --out "$TMP/dep2"

@@ -169,6 +169,20 @@ void ts_model_close(ts_model *m) {
 }
 
 const ts_config *ts_model_config(const ts_model *m) { return &m->cfg; }
+
+ts_status ts_model_check_tokens(const ts_config *c, const int32_t *tokens, int n, int n_past,
+                                int max_seq, const char *who, ts_error *err) {
+    if (n < 1) return ts_fail(err, TS_ERR_ARG, "%s forward: %d tokens, expected at least 1", who, n);
+    if (n > max_seq - n_past)
+        return ts_fail(err, TS_ERR_ARG,
+                       "%s forward: %d tokens after %d cached exceed the session's %d positions", who,
+                       n, n_past, max_seq);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
+            return ts_fail(err, TS_ERR_ARG, "token %d at position %d is outside the vocabulary [0, %d)",
+                           tokens[i], i, c->n_vocab);
+    return TS_OK;
+}
 int ts_model_n_vocab(const ts_model *m) { return m->cfg.n_vocab; }
 int ts_model_n_layers(const ts_model *m) { return m->cfg.n_layers; }
 int ts_model_n_embd(const ts_model *m) { return m->cfg.n_embd; }

@@ -30,5 +30,9 @@ struct ts_model {
 };
 
 const ts_config *ts_model_config(const ts_model *m);
+/* Shared argument check of every target's forward: n >= 1 tokens that fit after n_past of
+ * max_seq positions, each inside the vocabulary. who names the target in messages. */
+ts_status ts_model_check_tokens(const ts_config *c, const int32_t *tokens, int n, int n_past,
+                                int max_seq, const char *who, ts_error *err);
 
 #endif

@@ -370,15 +370,8 @@ ts_pool *ts_cpu_pool(ts_cpu *c) { return c->pool; }
 ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits, int all_logits,
                          float *hidden, ts_error *err) {
     const ts_config *cf = c->c;
-    if (n < 1) return ts_fail(err, TS_ERR_ARG, "cpu forward: %d tokens, expected at least 1", n);
-    if (n > c->max_seq - c->n_past)
-        return ts_fail(err, TS_ERR_ARG,
-                       "cpu forward: %d tokens after %d cached exceed the session's %d positions", n,
-                       c->n_past, c->max_seq);
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= cf->n_vocab)
-            return ts_fail(err, TS_ERR_ARG, "token %d at position %d is outside the vocabulary [0, %d)",
-                           tokens[i], i, cf->n_vocab);
+    ts_status st = ts_model_check_tokens(cf, tokens, n, c->n_past, c->max_seq, "cpu", err);
+    if (st) return st;
     int H = cf->n_embd, L = cf->n_layers;
     for (int c0 = 0; c0 < n; c0 += c->chunk) {
         int S = n - c0 < c->chunk ? n - c0 : c->chunk;

@@ -105,15 +105,8 @@ ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits,
                          float *hidden, ts_error *err) {
     const ts_model *m = r->m;
     const ts_config *c = &m->cfg;
-    if (n < 1) return ts_fail(err, TS_ERR_ARG, "ref forward: %d tokens, expected at least 1", n);
-    if (n > r->max_seq - r->n_past)
-        return ts_fail(err, TS_ERR_ARG,
-                       "ref forward: %d tokens after %d cached exceed the session's %d positions", n,
-                       r->n_past, r->max_seq);
-    for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= c->n_vocab)
-            return ts_fail(err, TS_ERR_ARG, "token %d at position %d is outside the vocabulary [0, %d)",
-                           tokens[i], i, c->n_vocab);
+    ts_status st = ts_model_check_tokens(c, tokens, n, r->n_past, r->max_seq, "ref", err);
+    if (st) return st;
     int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
     int CH = n < REF_CHUNK ? n : REF_CHUNK;
     scratch w;
