@@ -1,6 +1,8 @@
-/* tessera deploy MODEL --phases 0 [--golden FILE] [--out DIR] [--json]
- * Phases run in order, each closed by its gate; today phase 0 (the oracle) exists. The phase
- * report goes to OUT/phaseN.json (default deployments/<model dir name>/). */
+/* tessera deploy MODEL [--phases 0-3] [--golden FILE] [--out DIR] [--threads N] [--force]
+ *                [--json]
+ * Phases run in order, each closed by its gate (0 oracle, 1 kernels, 2 blocks, 3 model; 4-7
+ * are not written yet). Each report goes to OUT/phaseN.json (default deployments/<model dir
+ * name>/). A failed gate stops the run unless --force, which the report records. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -11,10 +13,14 @@
 #include "cli.h"
 #include "core/error.h"
 #include "deploy/phase0.h"
+#include "deploy/phases.h"
 #include "io/mmap.h"
 
 static const char *k_usage =
-    "tessera deploy MODEL_DIR [--phases 0] [--golden GOLDEN_JSON] [--out DIR] [--json]";
+    "tessera deploy MODEL_DIR [--phases 0-3] [--golden GOLDEN_JSON] [--out DIR] [--threads N]\n"
+    "                      [--force] [--json]";
+
+#define LAST_PHASE 3
 
 static int mkdir_p(const char *path) {
     char buf[4096];
@@ -37,13 +43,52 @@ static void default_out(const char *model, char *buf, size_t len) {
     snprintf(buf, len, "deployments/%s", base ? base + 1 : tmp);
 }
 
+/* "2", "0-3": first and last phase; -1 on a malformed range. */
+static int parse_phases(const char *p, int *lo, int *hi) {
+    char *end;
+    long a = strtol(p, &end, 10), b = a;
+    if (end == p) return -1;
+    if (*end == '-') {
+        const char *q = end + 1;
+        b = strtol(q, &end, 10);
+        if (end == q) return -1;
+    }
+    if (*end || a < 0 || b < a || b > 7) return -1;
+    *lo = (int)a;
+    *hi = (int)b;
+    return 0;
+}
+
+/* Writes OUT/phaseN.json and prints it when --json; returns 0 on success. */
+static int write_report(const char *outdir, int phase, json_t *rep, int forced, int as_json) {
+    char name[32];
+    snprintf(name, sizeof name, "phase%d.json", phase);
+    if (forced) json_object_set_new(rep, "forced", json_true());
+    char *path = ts_path_join(outdir, name);
+    int ok = path && mkdir_p(outdir) == 0 && json_dump_file(rep, path, JSON_INDENT(2)) == 0;
+    if (!ok) fprintf(stderr, "tessera deploy: cannot write %s/%s\n", outdir, name);
+    else if (!as_json) printf("report: %s\n", path);
+    if (as_json) {
+        char *txt = json_dumps(rep, JSON_INDENT(2));
+        if (txt) puts(txt);
+        free(txt);
+    }
+    free(path);
+    return ok ? 0 : -1;
+}
+
 int cmd_deploy(int argc, char **argv) {
-    const char *model = NULL, *phases = "0", *golden = NULL, *outdir = NULL;
-    int as_json = 0;
+    const char *model = NULL, *phases = "0-3", *golden = NULL, *outdir = NULL;
+    int as_json = 0, force = 0;
+    long long threads = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--phases") && i + 1 < argc) phases = argv[++i];
         else if (!strcmp(argv[i], "--golden") && i + 1 < argc) golden = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+            if (cli_parse_int(argv[++i], 1, 256, &threads))
+                return cli_usage("deploy", k_usage, "--threads expects an integer in [1, 256]");
+        } else if (!strcmp(argv[i], "--force")) force = 1;
         else if (!strcmp(argv[i], "--json")) as_json = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n", k_usage);
@@ -52,9 +97,11 @@ int cmd_deploy(int argc, char **argv) {
         else model = argv[i];
     }
     if (!model) return cli_usage("deploy", k_usage, "expects MODEL_DIR");
-    if (strcmp(phases, "0") != 0 && strcmp(phases, "0-0") != 0) {
-        fprintf(stderr, "tessera deploy: phases \"%s\" requested; only phase 0 (the oracle) is "
-                        "implemented so far\n", phases);
+    int lo, hi;
+    if (parse_phases(phases, &lo, &hi)) return cli_usage("deploy", k_usage, "--phases expects N or A-B within 0-7");
+    if (hi > LAST_PHASE) {
+        fprintf(stderr, "tessera deploy: phases \"%s\" requested; phases 0-%d exist so far (4-7: prefill and "
+                        "decode optimization, finalize, evaluate are not written yet)\n", phases, LAST_PHASE);
         return cli_exit_code(TS_ERR_UNSUPPORTED);
     }
     char def[4096];
@@ -62,26 +109,43 @@ int cmd_deploy(int argc, char **argv) {
         default_out(model, def, sizeof def);
         outdir = def;
     }
-    ts_phase0_opts o = {golden, as_json ? stderr : stdout};
+    FILE *out = as_json ? stderr : stdout;
     ts_error err;
-    json_t *rep = NULL;
-    ts_status s = ts_phase0_run(model, &o, &rep, &err);
-    if (rep) {
-        char *path = NULL;
-        if (mkdir_p(outdir) != 0 || !(path = ts_path_join(outdir, "phase0.json")) ||
-            json_dump_file(rep, path, JSON_INDENT(2)) != 0) {
-            fprintf(stderr, "tessera deploy: cannot write %s/phase0.json\n", outdir);
-            if (!s) s = ts_fail(&err, TS_ERR_IO, "%s: cannot write phase0.json", outdir);
-        } else if (!as_json) {
-            printf("report: %s\n", path);
+    ts_status s = TS_OK, first_fail = TS_OK;
+    ts_error fail_err;
+    if (lo == 0) {
+        ts_phase0_opts o = {golden, out};
+        json_t *rep = NULL;
+        s = ts_phase0_run(model, &o, &rep, &err);
+        if (rep) {
+            if (write_report(outdir, 0, rep, 0, as_json) && !s) s = ts_fail(&err, TS_ERR_IO, "%s: cannot write phase0.json", outdir);
+            json_decref(rep);
         }
-        if (as_json) {
-            char *txt = json_dumps(rep, JSON_INDENT(2));
-            if (txt) puts(txt);
-            free(txt);
-        }
-        free(path);
-        json_decref(rep);
+        if (s && !(s == TS_ERR_GATE && force)) return cli_fail("deploy", s, &err);
+        if (s) first_fail = s, fail_err = err;
     }
-    return s ? cli_fail("deploy", s, &err) : 0;
+    if (hi >= 1) {
+        ts_model *m;
+        if ((s = ts_model_open(model, &m, &err))) return cli_fail("deploy", s, &err);
+        ts_phase_opts po = {out, (int)threads};
+        ts_status (*run[])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {
+            NULL, ts_phase1_run, ts_phase2_run, ts_phase3_run};
+        for (int p = lo > 1 ? lo : 1; p <= hi; p++) {
+            json_t *rep = NULL;
+            s = run[p](m, &po, &rep, &err);
+            if (rep) {
+                if (write_report(outdir, p, rep, first_fail != TS_OK, as_json) && !s)
+                    s = ts_fail(&err, TS_ERR_IO, "%s: cannot write phase%d.json", outdir, p);
+                json_decref(rep);
+            }
+            if (s && !(s == TS_ERR_GATE && force)) {
+                ts_model_close(m);
+                return cli_fail("deploy", s, &err);
+            }
+            if (s && first_fail == TS_OK) first_fail = s, fail_err = err;
+        }
+        ts_model_close(m);
+    }
+    /* With --force every phase ran, but the exit code still says a gate failed. */
+    return first_fail ? cli_fail("deploy", first_fail, &fail_err) : 0;
 }

@@ -65,6 +65,10 @@ ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits,
 /* Progress of a long step: frac in [0, 1]. Called from the calling thread. */
 typedef void (*ts_progress_fn)(void *user, const char *stage, double frac);
 
+/* One layer alone (a phase-2 block): x (n, n_embd) in place, positions pos0..pos0+n-1 of the
+ * layer's KV cache are written and attention reads 0..pos. */
+ts_status ts_ref_layer(ts_ref *r, int layer, float *x, int n, int pos0, ts_error *err);
+
 /* ---- synth: deterministic random-weight checkpoints of the seed model shapes ---- */
 typedef struct ts_synth_opts {
     uint64_t seed;

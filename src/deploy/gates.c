@@ -2,6 +2,7 @@
  * reference chain where a CPU with FP32 accumulation should be closer to the oracle. */
 #include "deploy/gates.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <string.h>
 
@@ -23,6 +24,8 @@ static const ts_threshold k_table[] = {
     /* phase 3: whole model; "decisive" = oracle top-1 probability above this */
     {"phase3", "decisive_prob", TS_GATE_GE, 0.5},
     {"phase3", "mutual_top_k", TS_GATE_LE, 5},
+    {"phase3", "position_violations", TS_GATE_LE, 0},
+    {"phase3", "lockstep_violations", TS_GATE_LE, 0},
 };
 
 const ts_threshold *ts_thresholds(int *n_out) {
@@ -69,6 +72,18 @@ double ts_softmax_prob(const float *x, int n, int id) {
     double mx = x[ts_argmax(x, n)], sum = 0;
     for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
     return exp((double)x[id] - mx) / sum;
+}
+
+void *ts_gate_row(const char *phase, const char *metric, double measured, FILE *out, int *all_pass) {
+    const ts_threshold *t = ts_threshold_find(phase, metric);
+    if (!t) return NULL;
+    int pass = ts_threshold_pass(t, measured);
+    if (!pass) *all_pass = 0;
+    const char *op = t->op == TS_GATE_GE ? ">=" : "<=";
+    if (out)
+        fprintf(out, "  %-22s %14.9g   %s %-10g %s\n", metric, measured, op, t->value, pass ? "PASS" : "FAIL");
+    return json_pack("{s:s, s:f, s:s, s:f, s:b}", "metric", metric, "measured",
+                     isfinite(measured) ? measured : -1.0, "op", op, "threshold", t->value, "pass", pass);
 }
 
 int ts_argmax(const float *x, int n) {

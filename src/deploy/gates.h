@@ -3,6 +3,7 @@
 #ifndef TS_DEPLOY_GATES_H
 #define TS_DEPLOY_GATES_H
 #include <stdint.h>
+#include <stdio.h>
 
 typedef struct ts_metrics {
     double max_abs;        /* max |a - b| */
@@ -38,6 +39,10 @@ const ts_threshold *ts_threshold_find(const char *phase, const char *metric);
 int ts_threshold_pass(const ts_threshold *t, double measured);
 /* The phase-2 per-position cosine floor for a head_dim (64 / 128 / 256 buckets). */
 const ts_threshold *ts_phase2_row_cosine(int head_dim);
+/* Checks measured against the table's (phase, metric) threshold, prints one aligned table
+ * line to out (may be NULL), clears *all_pass on failure and returns the row as JSON
+ * (a json_t *, returned as void * so this header needs no jansson). */
+void *ts_gate_row(const char *phase, const char *metric, double measured, FILE *out, int *all_pass);
 /* Measured value of a named metric from a ts_metrics. */
 double ts_metric_value(const ts_metrics *m, const char *metric);
 

@@ -32,18 +32,6 @@ static int canonical_seq(const ts_config *c, int k, int32_t *toks) {
     return lens[k];
 }
 
-static json_t *gate_row(const char *metric, double measured, FILE *out, int *all_pass) {
-    const ts_threshold *t = ts_threshold_find("phase0", metric);
-    int pass = ts_threshold_pass(t, measured);
-    if (!pass) *all_pass = 0;
-    if (out)
-        fprintf(out, "  %-12s %14.9g   %s %-10g %s\n", metric, measured,
-                t->op == TS_GATE_GE ? ">=" : "<=", t->value, pass ? "PASS" : "FAIL");
-    return json_pack("{s:s, s:f, s:s, s:f, s:b}", "metric", metric, "measured",
-                     isfinite(measured) ? measured : -1.0, "op", t->op == TS_GATE_GE ? ">=" : "<=",
-                     "threshold", t->value, "pass", pass);
-}
-
 ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **report, ts_error *err) {
     *report = NULL;
     FILE *out = o->out;
@@ -153,11 +141,11 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
     if (s) goto done;
     json_object_set_new(rep, "forward_ms", json_real(t_fwd));
     if (out) fprintf(out, "  oracle forward: %.1f ms in all\n  gate (measured, threshold):\n", t_fwd);
-    json_array_append_new(gates, gate_row("nonfinite", nonfinite, out, &all_pass));
+    json_array_append_new(gates, (json_t *)ts_gate_row("phase0", "nonfinite", nonfinite, out, &all_pass));
     if (gpath) {
-        json_array_append_new(gates, gate_row("top1_frac", worst_top1, out, &all_pass));
-        json_array_append_new(gates, gate_row("pearson", worst_p, out, &all_pass));
-        json_array_append_new(gates, gate_row("rel_l2", worst_rel, out, &all_pass));
+        json_array_append_new(gates, (json_t *)ts_gate_row("phase0", "top1_frac", worst_top1, out, &all_pass));
+        json_array_append_new(gates, (json_t *)ts_gate_row("phase0", "pearson", worst_p, out, &all_pass));
+        json_array_append_new(gates, (json_t *)ts_gate_row("phase0", "rel_l2", worst_rel, out, &all_pass));
     } else if (out) {
         fprintf(out, "  no HF golden logits (MODEL/golden/golden.json or --golden): the comparison "
                      "with transformers was skipped\n");

@@ -367,6 +367,23 @@ long ts_cpu_dispatches(const ts_cpu *c) { return ts_pool_regions(c->pool); }
 size_t ts_cpu_converted_bytes(const ts_cpu *c) { return c->converted; }
 ts_pool *ts_cpu_pool(ts_cpu *c) { return c->pool; }
 
+ts_status ts_cpu_layer(ts_cpu *c, int l, float *x, int S, int pos0, ts_error *err) {
+    const ts_config *cf = c->c;
+    if (l < 0 || l >= cf->n_layers || S < 1 || S > c->chunk || pos0 < 0 || pos0 + S > c->max_seq)
+        return ts_fail(err, TS_ERR_ARG, "cpu layer %d: %d tokens at position %d do not fit (chunk %d, %d positions)",
+                       l, S, pos0, c->chunk, c->max_seq);
+    size_t bytes = sizeof(float) * (size_t)S * (size_t)cf->n_embd;
+    memcpy(c->x, x, bytes);
+    c->S = S;
+    c->pos0 = pos0;
+    c->layer = l;
+    ts_pool_run(c->pool, d1_attn_in, c);
+    ts_pool_run(c->pool, d2_attention, c);
+    ts_pool_run(c->pool, d3_ffn, c);
+    memcpy(x, c->x, bytes);
+    return TS_OK;
+}
+
 ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits, int all_logits,
                          float *hidden, ts_error *err) {
     const ts_config *cf = c->c;

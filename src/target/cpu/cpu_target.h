@@ -28,6 +28,9 @@ int ts_cpu_n_past(const ts_cpu *c);
 ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits, int all_logits,
                          float *hidden, ts_error *err);
 
+/* One layer alone (phase-2 blocks): same contract as ts_ref_layer; n <= the prefill chunk. */
+ts_status ts_cpu_layer(ts_cpu *c, int layer, float *x, int n, int pos0, ts_error *err);
+
 ts_cpu_variant ts_cpu_variant_of(const ts_cpu *c);
 int ts_cpu_threads(const ts_cpu *c);
 /* Parallel regions run so far (dispatches), and bytes of weights converted at load. */

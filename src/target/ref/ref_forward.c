@@ -101,6 +101,34 @@ static void layer_forward(ts_ref *r, int l, scratch *w, int S, int pos0) {
 
 static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
+ts_status ts_ref_layer(ts_ref *r, int l, float *x, int S, int pos0, ts_error *err) {
+    const ts_config *c = &r->m->cfg;
+    if (l < 0 || l >= c->n_layers || S < 1 || pos0 < 0 || pos0 + S > r->max_seq)
+        return ts_fail(err, TS_ERR_ARG, "ref layer %d: %d tokens at position %d do not fit %d layers / %d positions",
+                       l, S, pos0, c->n_layers, r->max_seq);
+    int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
+    size_t sh = (size_t)S * H;
+    float *buf = malloc(sizeof(float) * (4 * sh + 2 * (size_t)S * Q + 2 * (size_t)S * KV + 2 * (size_t)S * F +
+                                         (size_t)max3(H, Q, F) + (size_t)r->max_seq));
+    if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref layer: out of memory for scratch");
+    scratch w;
+    float *p = buf;
+    w.x = x;
+    w.xn = p, p += sh;
+    w.o = p, p += 3 * sh;
+    w.q = p, p += (size_t)S * Q;
+    w.att = p, p += (size_t)S * Q;
+    w.k = p, p += (size_t)S * KV;
+    w.v = p, p += (size_t)S * KV;
+    w.g = p, p += (size_t)S * F;
+    w.u = p, p += (size_t)S * F;
+    w.row = p, p += max3(H, Q, F);
+    w.scores = p;
+    layer_forward(r, l, &w, S, pos0);
+    free(buf);
+    return TS_OK;
+}
+
 ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits, int all_logits,
                          float *hidden, ts_error *err) {
     const ts_model *m = r->m;

@@ -1,0 +1,23 @@
+/* Deployment phases 1-3 for the cpu target, each closed by its gate from gates.c:
+ * 1 every GEMM/GEMV shape of the model (prefill and decode) against the oracle,
+ * 2 one early and one late layer alone (prefill then a decode step),
+ * 3 the whole model on built-in token prompts plus greedy lockstep runs. */
+#ifndef TS_DEPLOY_PHASES_H
+#define TS_DEPLOY_PHASES_H
+#include <jansson.h>
+#include <stdio.h>
+
+#include "model/model.h"
+
+typedef struct ts_phase_opts {
+    FILE *out;   /* human-readable tables, or NULL */
+    int threads; /* cpu target threads; 0 = all cores */
+} ts_phase_opts;
+
+/* Each returns TS_ERR_GATE when its gate fails (*report is still set), other errors as they
+ * come; *report: the phaseN.json object, caller decrefs. */
+ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
+ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
+ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
+
+#endif
