@@ -9,10 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "core/error.h"
 #include "deploy/phase0.h"
+#include "deploy/manifest.h"
 #include "deploy/phases.h"
 #include "io/mmap.h"
 
@@ -110,42 +112,41 @@ int cmd_deploy(int argc, char **argv) {
         outdir = def;
     }
     FILE *out = as_json ? stderr : stdout;
-    ts_error err;
+    ts_error err, fail_err;
     ts_status s = TS_OK, first_fail = TS_OK;
-    ts_error fail_err;
+    json_t *reports[TS_N_PHASES] = {0};
+    ts_model *m = NULL;
     if (lo == 0) {
         ts_phase0_opts o = {golden, out};
-        json_t *rep = NULL;
-        s = ts_phase0_run(model, &o, &rep, &err);
-        if (rep) {
-            if (write_report(outdir, 0, rep, 0, as_json) && !s) s = ts_fail(&err, TS_ERR_IO, "%s: cannot write phase0.json", outdir);
-            json_decref(rep);
-        }
-        if (s && !(s == TS_ERR_GATE && force)) return cli_fail("deploy", s, &err);
+        s = ts_phase0_run(model, &o, &reports[0], &err);
+        if (reports[0] && write_report(outdir, 0, reports[0], 0, as_json) && !s)
+            s = ts_fail(&err, TS_ERR_IO, "%s: cannot write phase0.json", outdir);
+        if (s && s != TS_ERR_GATE) goto fail;
         if (s) first_fail = s, fail_err = err;
     }
-    if (hi >= 1) {
-        ts_model *m;
-        if ((s = ts_model_open(model, &m, &err))) return cli_fail("deploy", s, &err);
-        ts_phase_opts po = {out, (int)threads};
-        ts_status (*run[])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {
-            NULL, ts_phase1_run, ts_phase2_run, ts_phase3_run};
-        for (int p = lo > 1 ? lo : 1; p <= hi; p++) {
-            json_t *rep = NULL;
-            s = run[p](m, &po, &rep, &err);
-            if (rep) {
-                if (write_report(outdir, p, rep, first_fail != TS_OK, as_json) && !s)
-                    s = ts_fail(&err, TS_ERR_IO, "%s: cannot write phase%d.json", outdir, p);
-                json_decref(rep);
-            }
-            if (s && !(s == TS_ERR_GATE && force)) {
-                ts_model_close(m);
-                return cli_fail("deploy", s, &err);
-            }
-            if (s && first_fail == TS_OK) first_fail = s, fail_err = err;
-        }
-        ts_model_close(m);
+    if ((s = ts_model_open(model, &m, &err))) goto fail;
+    ts_phase_opts po = {out, (int)threads};
+    ts_status (*run[])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {
+        NULL, ts_phase1_run, ts_phase2_run, ts_phase3_run};
+    for (int p = lo > 1 ? lo : 1; p <= hi && (first_fail == TS_OK || force); p++) {
+        s = run[p](m, &po, &reports[p], &err);
+        if (reports[p] && write_report(outdir, p, reports[p], first_fail != TS_OK, as_json) && !s)
+            s = ts_fail(&err, TS_ERR_IO, "%s: cannot write phase%d.json", outdir, p);
+        if (s && s != TS_ERR_GATE) goto fail;
+        if (s && first_fail == TS_OK) first_fail = s, fail_err = err;
     }
+    if (first_fail && !force && out)
+        fprintf(out, "a gate failed: later phases were not run (--force runs them anyway)\n");
+    /* The deployment directory is finalized whatever happened, so a failure is on record. */
+    int nthreads = threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if ((s = ts_manifest_write(m, outdir, reports, nthreads, force, &err))) goto fail;
+    if (!as_json) printf("manifest: %s/manifest.json\nreport: %s/report.md\n", outdir, outdir);
+    for (int p = 0; p < TS_N_PHASES; p++) json_decref(reports[p]);
+    ts_model_close(m);
     /* With --force every phase ran, but the exit code still says a gate failed. */
     return first_fail ? cli_fail("deploy", first_fail, &fail_err) : 0;
+fail:
+    for (int p = 0; p < TS_N_PHASES; p++) json_decref(reports[p]);
+    ts_model_close(m);
+    return cli_fail("deploy", s, &err);
 }

@@ -3,7 +3,7 @@
 # packages already present are not fetched again, so it is cheap to run before every build.
 set -euo pipefail
 
-DEBS=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev clang libclang-rt-14-dev)
+DEBS=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev clang libclang-rt-14-dev)
 
 missing=()
 for p in "${DEBS[@]}"; do

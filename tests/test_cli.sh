@@ -89,6 +89,10 @@ open(p, 'wb').write(d)
 PY
 expect 8 "top1_frac" -- "$BIN" deploy "$TMP/perturbed" --out "$TMP/dep3"
 grep -q '"pass": false' "$TMP/dep3/phase0.json" && ok || bad "failed gate not recorded in phase0.json"
+[ ! -e "$TMP/dep3/phase1.json" ] && ok || bad "phases after a failed gate ran without --force"
+grep -q '"all_gates_passed": false' "$TMP/dep3/manifest.json" && ok || bad "failed gate not in manifest"
+expect 8 "top1_frac" -- "$BIN" deploy "$TMP/perturbed" --out "$TMP/dep3f" --force
+[ -e "$TMP/dep3f/phase3.json" ] && grep -q '"forced": true' "$TMP/dep3f/manifest.json" && ok || bad "--force did not run later phases or was not recorded"
 
 # bad inputs: exit code by class, message names the file/field/tensor
 expect 2 "no such directory" -- "$BIN" inspect "$TMP/nonexistent"
@@ -123,6 +127,11 @@ expect 64 "--phases expects" -- "$BIN" deploy "$FIX/hf/llama_mha" --phases 3-1
 # phases 1-3 (cpu target vs oracle) on a synth model and on an F32 HF fixture (converted to BF16)
 expect 0 "phase 3: PASS" -- "$BIN" deploy "$TMP/tiny" --phases 0-3 --out "$TMP/dep_all"
 for p in 0 1 2 3; do grep -q '"pass": true' "$TMP/dep_all/phase$p.json" && ok || bad "phase$p.json lacks pass: true"; done
+# manifest: weight hashes equal sha256sum's, every gate recorded, report.md has the gate table
+want=$(sha256sum "$TMP/tiny/model.safetensors" | cut -d' ' -f1)
+grep -q "\"sha256\": \"$want\"" "$TMP/dep_all/manifest.json" && ok || bad "manifest weight sha256 differs from sha256sum"
+grep -q '"all_gates_passed": true' "$TMP/dep_all/manifest.json" && ok || bad "manifest lacks all_gates_passed"
+grep -q "| 3 model | lockstep_violations | 0 | <= 0 | PASS |" "$TMP/dep_all/report.md" && ok || bad "report.md gate table"
 expect 0 "phase 2: PASS" -- "$BIN" deploy "$FIX/hf/llama_attn_bias" --phases 1-3 --threads 2 --out "$TMP/dep_hf"
 
 echo "test_cli: $pass passed, $fail failed"

@@ -1,0 +1,145 @@
+/* manifest.json: model identity (config and weight-file SHA-256), tessera version, target and
+ * CPU features, the dispatch plan, thresholds, and every gate that ran; report.md: the same
+ * for a person, gate tables with measured values next to thresholds. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "deploy/manifest.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "deploy/gates.h"
+#include "io/mmap.h"
+#include "io/sha256.h"
+#include "target/cpu/cpu_features.h"
+
+static const char *k_plan[3][8] = {
+    {"attn_norm", "qkv(+bias)", "q_norm", "k_norm", "rope", "kv_store", NULL},
+    {"attention", NULL},
+    {"o_proj(+bias)+residual", "ffn_norm", "gate_up(+bias)", "silu_mul", "down(+bias)+residual", NULL},
+};
+
+static json_t *identity(const ts_model *m, ts_error *err, ts_status *s) {
+    json_t *id = json_object(), *files = json_array();
+    char hex[65];
+    char *abs = realpath(m->dir, NULL);
+    json_object_set_new(id, "dir", json_string(abs ? abs : m->dir));
+    free(abs);
+    json_object_set_new(id, "architecture", json_string(m->cfg.arch_name));
+    char feat[256];
+    ts_config_features(&m->cfg, feat, sizeof feat);
+    json_object_set_new(id, "features", json_string(feat));
+    json_object_set_new(id, "n_params", json_integer((json_int_t)m->n_params));
+    if ((*s = ts_sha256_file(m->config_path, hex, err))) return id;
+    json_object_set_new(id, "config_sha256", json_string(hex));
+    for (int i = 0; i < m->store.n_maps; i++) {
+        const ts_mmap *mp = &m->store.maps[i];
+        if ((*s = ts_sha256_file(mp->path, hex, err))) break;
+        const char *base = strrchr(mp->path, '/');
+        json_array_append_new(files, json_pack("{s:s, s:I, s:s}", "file", base ? base + 1 : mp->path, "bytes",
+                                               (json_int_t)mp->size, "sha256", hex));
+    }
+    json_object_set_new(id, "weights", files);
+    return id;
+}
+
+static json_t *target_json(int threads) {
+    const ts_cpu_features *f = ts_cpu_features_get();
+    json_t *plan = json_array();
+    for (int d = 0; d < 3; d++) {
+        json_t *g = json_array();
+        for (int i = 0; k_plan[d][i]; i++) json_array_append_new(g, json_string(k_plan[d][i]));
+        json_array_append_new(plan, g);
+    }
+    return json_pack("{s:s, s:s, s:i, s:s, s:{s:b, s:b, s:b, s:b}, s:o, s:i, s:s, s:s}", "name", "cpu", "variant",
+                     ts_cpu_variant_name(ts_cpu_best_variant()), "threads", threads, "cpu", f->brand, "features",
+                     "avx2", f->avx2, "fma", f->fma, "avx512f", f->avx512f, "avx512bf16", f->avx512bf16,
+                     "dispatch_plan", plan, "dispatches_per_layer", 3, "lm_head", "last position only in prefill",
+                     "tiles", "defaults (phase 4 autotuning not run)");
+}
+
+static json_t *thresholds_json(void) {
+    int n;
+    const ts_threshold *t = ts_thresholds(&n);
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:f}", "phase", t[i].phase, "metric", t[i].metric, "op",
+                                           t[i].op == TS_GATE_GE ? ">=" : "<=", "value", t[i].value));
+    return a;
+}
+
+static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHASES], const json_t *man) {
+    static const char *names[TS_N_PHASES] = {"oracle", "kernels", "block", "model", "prefill", "decode",
+                                             "finalize", "evaluate"};
+    char feat[256];
+    ts_config_features(&m->cfg, feat, sizeof feat);
+    fprintf(f, "# Deployment report: %s\n\n", m->dir);
+    fprintf(f, "- model: %s, %d layers, hidden %d, vocab %d, %.1f M parameters\n- features: %s\n", m->cfg.arch_name,
+            m->cfg.n_layers, m->cfg.n_embd, m->cfg.n_vocab, (double)m->n_params / 1e6, feat);
+    fprintf(f, "- target: cpu (%s), 3 dispatches per layer\n- tessera %s, created %s\n\n",
+            ts_cpu_variant_name(ts_cpu_best_variant()), ts_version(),
+            json_string_value(json_object_get(man, "created")));
+    fprintf(f, "## Gates\n\n| phase | metric | measured | threshold | result |\n|---|---|---|---|---|\n");
+    for (int p = 0; p < TS_N_PHASES; p++) {
+        if (!reports[p]) continue;
+        size_t i;
+        json_t *g;
+        json_array_foreach(json_object_get(reports[p], "gates"), i, g) {
+            fprintf(f, "| %d %s | %s | %.9g | %s %g | %s |\n", p, names[p],
+                    json_string_value(json_object_get(g, "metric")),
+                    json_number_value(json_object_get(g, "measured")),
+                    json_string_value(json_object_get(g, "op")), json_number_value(json_object_get(g, "threshold")),
+                    json_is_true(json_object_get(g, "pass")) ? "PASS" : "**FAIL**");
+        }
+    }
+    fprintf(f, "\nPhases not run: ");
+    int any = 0;
+    for (int p = 0; p < TS_N_PHASES; p++)
+        if (!reports[p] && p != 6) fprintf(f, "%s%d %s", any++ ? ", " : "", p, names[p]);
+    fprintf(f, "%s.\n", any ? "" : "none");
+}
+
+ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *const reports[TS_N_PHASES],
+                            int threads, int forced, ts_error *err) {
+    ts_status s = TS_OK;
+    json_t *man = json_object(), *gates = json_object();
+    char when[64];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    json_object_set_new(man, "tessera_version", json_string(ts_version()));
+    json_object_set_new(man, "created", json_string(when));
+    json_object_set_new(man, "model", identity(m, err, &s));
+    json_object_set_new(man, "target", target_json(threads));
+    json_object_set_new(man, "thresholds", thresholds_json());
+    int all = 1;
+    for (int p = 0; p < TS_N_PHASES; p++) {
+        if (!reports[p]) continue;
+        char key[16];
+        snprintf(key, sizeof key, "phase%d", p);
+        int pass = json_is_true(json_object_get(reports[p], "pass"));
+        all &= pass;
+        json_object_set_new(gates, key, json_pack("{s:b, s:O}", "pass", pass, "gates",
+                                                  json_object_get(reports[p], "gates")));
+    }
+    json_object_set_new(man, "gates", gates);
+    json_object_set_new(man, "all_gates_passed", json_boolean(all));
+    json_object_set_new(man, "forced", json_boolean(forced));
+    json_object_set_new(man, "performance", json_null());
+    char *mp = ts_path_join(out_dir, "manifest.json"), *rp = ts_path_join(out_dir, "report.md");
+    if (!s && (!mp || json_dump_file(man, mp, JSON_INDENT(2)) != 0))
+        s = ts_fail(err, TS_ERR_IO, "%s: cannot write manifest.json", out_dir);
+    if (!s) {
+        FILE *f = rp ? fopen(rp, "w") : NULL;
+        if (!f) s = ts_fail(err, TS_ERR_IO, "%s: cannot write report.md", out_dir);
+        else {
+            report_md(f, m, reports, man);
+            if (fclose(f) != 0) s = ts_fail(err, TS_ERR_IO, "%s: cannot write report.md", out_dir);
+        }
+    }
+    free(mp);
+    free(rp);
+    json_decref(man);
+    return s;
+}

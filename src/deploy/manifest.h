@@ -1,0 +1,16 @@
+/* Phase 6 (finalize, partial): manifest.json and report.md of a deployment directory from
+ * the phase reports that ran. Performance sections arrive with phases 4-5. */
+#ifndef TS_DEPLOY_MANIFEST_H
+#define TS_DEPLOY_MANIFEST_H
+#include <jansson.h>
+
+#include "model/model.h"
+
+#define TS_N_PHASES 8
+
+/* reports[p]: phase p's report object or NULL when it did not run (borrowed). threads: the
+ * cpu target's thread count. forced: --force was given. */
+ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *const reports[TS_N_PHASES],
+                            int threads, int forced, ts_error *err);
+
+#endif
