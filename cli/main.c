@@ -16,7 +16,10 @@ static const struct {
     {"logits", cmd_logits, "run the oracle on token ids and write all positions' logits"},
     {"deploy", cmd_deploy, "run deployment phases with their numerical gates (phase 0 today)"},
     {"tokenize", cmd_tokenize, "encode text with a model's tokenizer.json (ids, token text, --bench)"},
+    {"eval", cmd_eval, "phase 7: re-check a deployment independently (hashes, gates, determinism)"},
     {"bench", cmd_bench, "prefill/decode speed of the cpu target against this machine's peaks"},
+    {"run", cmd_run, "generate text from a prompt, streamed as it is produced"},
+    {"chat", cmd_chat, "multi-turn chat with the model's chat template (stdin, one line a turn)"},
 };
 
 int cli_exit_code(ts_status s) { return (int)s; }

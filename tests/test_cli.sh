@@ -132,6 +132,21 @@ want=$(sha256sum "$TMP/tiny/model.safetensors" | cut -d' ' -f1)
 grep -q "\"sha256\": \"$want\"" "$TMP/dep_all/manifest.json" && ok || bad "manifest weight sha256 differs from sha256sum"
 grep -q '"all_gates_passed": true' "$TMP/dep_all/manifest.json" && ok || bad "manifest lacks all_gates_passed"
 grep -q "| 3 model | lockstep_violations | 0 | <= 0 | PASS |" "$TMP/dep_all/report.md" && ok || bad "report.md gate table"
+# phase 7: the evaluator passes an intact deployment (warning: no performance claims yet) ...
+expect 9 "verdict: PASS-with-warnings (0 failed" -- "$BIN" eval "$TMP/dep_all" --seed 5
+grep -q "Verdict: PASS-with-warnings" "$TMP/dep_all/evaluation.md" && ok || bad "evaluation.md verdict"
+# ... fails when a weight changed after deployment, naming the file ...
+python3 -c "import sys; p=sys.argv[1]; d=bytearray(open(p,'rb').read()); d[-6]^=1; open(p,'wb').write(d)" "$TMP/tiny/model.safetensors"
+expect 8 "model.safetensors changed since deployment" -- "$BIN" eval "$TMP/dep_all" --seed 5
+# ... and when a threshold in the manifest was loosened
+python3 - "$TMP/dep2/manifest.json" <<'PY'
+import json, sys
+p = sys.argv[1]; m = json.load(open(p))
+for t in m["thresholds"]:
+    if t["phase"] == "phase2" and t["metric"] == "cosine": t["value"] = 0.9
+json.dump(m, open(p, "w"), indent=2)
+PY
+expect 8 "loosened" -- "$BIN" eval "$TMP/dep2" --seed 5
 expect 0 "phase 2: PASS" -- "$BIN" deploy "$FIX/hf/llama_attn_bias" --phases 1-3 --threads 2 --out "$TMP/dep_hf"
 
 echo "test_cli: $pass passed, $fail failed"

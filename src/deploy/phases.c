@@ -143,7 +143,10 @@ ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
 ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err) {
     const ts_config *c = ts_model_config(m);
     FILE *out = o->out;
-    int H = c->n_embd, S = P2_S, layers[2] = {0, c->n_layers - 1}, nl = c->n_layers > 1 ? 2 : 1;
+    int H = c->n_embd, S = P2_S, nl = c->n_layers > 1 ? 2 : 1;
+    /* The seed moves the blocks too: the evaluator checks other layers than deploy did. */
+    int layers[2] = {(int)(o->seed % (uint64_t)(c->n_layers > 2 ? 2 : 1)),
+                     c->n_layers - 1 - (int)(o->seed % (uint64_t)(c->n_layers > 3 ? 2 : 1))};
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
     ts_cpu_opts co = {o->threads, -1};
@@ -160,7 +163,8 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         int l = layers[li];
         /* Inputs: the embedding rows of a fixed prompt (identical for both targets). */
         for (int t = 0; t <= S; t++)
-            ts_ref_embed(xr + (size_t)t * H, m->embed, (int)(((uint64_t)t * 2654435761u + 17) % (uint64_t)c->n_vocab), H);
+            ts_ref_embed(xr + (size_t)t * H, m->embed,
+                         (int)(((uint64_t)t * 2654435761u + 17 + o->seed * 7919) % (uint64_t)c->n_vocab), H);
         memcpy(xc, xr, sizeof(float) * (size_t)(S + 1) * H);
         ts_metrics pre, dec;
         if ((s = ts_ref_layer(r, l, xr, S, 0, err)) || (s = ts_cpu_layer(cp, l, xc, S, 0, err))) break;
@@ -203,8 +207,8 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
 #define P3_LOCKSTEP 8
 #define P3_GEN 32
 
-static void prompt_tokens(const ts_config *c, int k, int32_t *t, int n) {
-    uint64_t s = 0xabcdef12345ull + (uint64_t)k * 7919;
+static void prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n) {
+    uint64_t s = 0xabcdef12345ull + (uint64_t)k * 7919 + seed * 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < n; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         t[i] = (int32_t)((s >> 33) % (uint64_t)c->n_vocab);
@@ -235,7 +239,7 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
                 P3_PROMPTS, P3_LOCKSTEP, P3_GEN);
     for (int k = 0; k < P3_PROMPTS && !s; k++) {
         int n = lens[k], dec = 0, viol = 0;
-        prompt_tokens(c, k, toks, n);
+        prompt_tokens(c, o->seed, k, toks, n);
         ts_ref_reset(r);
         ts_cpu_reset(cp);
         if ((s = ts_ref_forward(r, toks, n, lr, 1, NULL, err)) || (s = ts_cpu_forward(cp, toks, n, lc, 1, NULL, err))) break;
@@ -261,7 +265,7 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
                                                  "violations", viol, "cosine", mt.cosine));
     }
     for (int k = 0; k < P3_LOCKSTEP && !s; k++) {
-        prompt_tokens(c, 100 + k, toks, 8);
+        prompt_tokens(c, o->seed, 100 + k, toks, 8);
         ts_ref_reset(r);
         ts_cpu_reset(cp);
         float *a = lr, *b = lc;

@@ -11,7 +11,8 @@
 
 typedef struct ts_phase_opts {
     FILE *out;   /* human-readable tables, or NULL */
-    int threads; /* cpu target threads; 0 = all cores */
+    int threads;   /* cpu target threads; 0 = all cores */
+    uint64_t seed; /* 0: the canonical inputs; the evaluator uses others */
 } ts_phase_opts;
 
 /* Each returns TS_ERR_GATE when its gate fails (*report is still set), other errors as they

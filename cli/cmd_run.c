@@ -1,0 +1,72 @@
+/* tessera run MODEL -p TEXT [sampling and session flags] [--chat]
+ * Streams the continuation of a prompt (or, with --chat, the reply to it as one user message
+ * through the model's chat template) to stdout as it is produced, then prints the prompt and
+ * generation speed to stderr. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "runtime/session.h"
+
+static const char *k_usage = "tessera run MODEL_DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+                             "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
+                             "       [--tokenizer PATH] [--ctx N] [--chat [--system TEXT] [--think|--no-think]] [--show-ids]";
+
+static void print_piece(void *user, const char *text, size_t len) {
+    (void)user;
+    fwrite(text, 1, len, stdout);
+    fflush(stdout); /* streaming: the reader sees each piece as soon as it exists */
+}
+
+/* The summary line both run and chat print to stderr. */
+void cli_print_speed(const ts_gen_result *r) {
+    fprintf(stderr, "prompt: %d tokens, %.1f tok/s; generation: %d tokens, %.1f tok/s (stop: %s)\n",
+            r->n_prompt, r->prompt_s > 0 ? r->n_prompt / r->prompt_s : 0.0, r->n_gen,
+            r->gen_s > 0 ? r->n_gen / r->gen_s : 0.0, ts_gen_stop_name(r->stop));
+}
+
+int cmd_run(int argc, char **argv) {
+    ts_session_opts o;
+    ts_session_opts_default(&o);
+    const char *prompt = NULL;
+    int chat = 0, show_ids = 0;
+    ts_error err;
+    for (int i = 1; i < argc; i++) {
+        int r = ts_session_parse_flag(&o, argc, argv, &i, &err);
+        if (r < 0) return cli_usage("run", k_usage, err.msg);
+        if (r) continue;
+        if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt")) && i + 1 < argc) prompt = argv[++i];
+        else if (!strcmp(argv[i], "--chat")) chat = 1;
+        else if (!strcmp(argv[i], "--show-ids")) show_ids = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: %s\n\n%s  --chat               wrap the prompt as one user turn of the chat template\n"
+                   "  --show-ids           print the generated token ids to stderr at the end\n",
+                   k_usage, ts_session_flags_help());
+            return 0;
+        } else if (argv[i][0] == '-' || o.model_dir) {
+            fprintf(stderr, "tessera run: unexpected argument \"%s\"\n", argv[i]);
+            return cli_usage("run", k_usage, NULL);
+        } else o.model_dir = argv[i];
+    }
+    if (!o.model_dir || !prompt) return cli_usage("run", k_usage, "expects MODEL_DIR and -p TEXT");
+    ts_session *s = NULL;
+    ts_status st = ts_session_open(&o, chat, print_piece, NULL, &s, &err);
+    ts_gen_result res;
+    if (!st) st = chat ? ts_session_chat(s, prompt, &res, &err) : ts_session_complete(s, prompt, &res, &err);
+    if (st) {
+        ts_session_close(s);
+        return cli_fail("run", st, &err);
+    }
+    putchar('\n');
+    fflush(stdout);
+    if (show_ids) {
+        int n;
+        const int32_t *ids = ts_session_tokens(s, &n);
+        fputs("ids:", stderr);
+        for (int i = 0; i < n; i++) fprintf(stderr, "%s%d", i ? "," : " ", ids[i]);
+        fputc('\n', stderr);
+    }
+    ts_session_close(s);
+    cli_print_speed(&res);
+    return 0;
+}

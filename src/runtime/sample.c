@@ -1,0 +1,360 @@
+/* Sampling as HF `generate` does it: repetition penalty on the raw logits, then temperature,
+ * top-k, top-p and min-p, each on the distribution the previous one left, then one draw from
+ * a splitmix64 stream owned by the sampler (same seed, same tokens, whatever else runs).
+ * Also the stop-string filter used by the generation loop. */
+#include "runtime/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+struct ts_sampler {
+    int n_vocab;
+    ts_sample_opts o;
+    uint64_t rng;
+    uint8_t *seen;   /* (n_vocab) 1 when the token is in the context */
+    int32_t *seen_ids; /* (n_seen) the same set as a list, so the penalty costs O(context) */
+    int n_seen;
+    int32_t *ids;    /* (n_vocab) candidates, descending logit */
+    float *val;      /* (n_vocab) candidate logits, then probabilities */
+    struct cand { float v; int32_t id; } *sort; /* (n_vocab) sort scratch */
+    int n_cand;
+};
+
+void ts_sample_opts_default(ts_sample_opts *o) {
+    o->temp = 0.8f;
+    o->top_k = 40;
+    o->top_p = 0.95f;
+    o->min_p = 0.05f;
+    o->repeat_penalty = 1.0f;
+    o->seed = 0;
+}
+
+/* splitmix64: one 64-bit state, full period, good enough equidistribution for a draw. */
+static uint64_t rng_next(uint64_t *x) {
+    uint64_t z = (*x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, 1) with 53 random bits. */
+static double rng_uniform(uint64_t *x) { return (double)(rng_next(x) >> 11) * (1.0 / 9007199254740992.0); }
+
+ts_status ts_sampler_new(int n_vocab, const ts_sample_opts *o, ts_sampler **out, ts_error *err) {
+    *out = NULL;
+    if (n_vocab < 1) return ts_fail(err, TS_ERR_ARG, "sampler: n_vocab %d, expected >= 1", n_vocab);
+    if (o->repeat_penalty <= 0 || !isfinite(o->repeat_penalty))
+        return ts_fail(err, TS_ERR_ARG, "sampler: repeat penalty %g, expected > 0", (double)o->repeat_penalty);
+    if (!(o->top_p > 0) || !(o->min_p <= 1) || isnan(o->temp))
+        return ts_fail(err, TS_ERR_ARG, "sampler: top-p %g (expected in (0, 1]) or min-p %g (expected <= 1)",
+                       (double)o->top_p, (double)o->min_p);
+    ts_sampler *s = calloc(1, sizeof *s);
+    if (!s) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    s->n_vocab = n_vocab;
+    s->o = *o;
+    s->seen = calloc((size_t)n_vocab, 1);
+    s->seen_ids = calloc((size_t)n_vocab, sizeof(int32_t));
+    s->ids = malloc(sizeof(int32_t) * (size_t)n_vocab);
+    s->val = malloc(sizeof(float) * (size_t)n_vocab);
+    s->sort = malloc(sizeof *s->sort * (size_t)n_vocab);
+    if (!s->seen || !s->seen_ids || !s->ids || !s->val || !s->sort) {
+        ts_sampler_free(s);
+        return ts_fail(err, TS_ERR_NOMEM, "sampler: out of memory for %d-token buffers", n_vocab);
+    }
+    ts_sampler_reset(s);
+    *out = s;
+    return TS_OK;
+}
+
+void ts_sampler_free(ts_sampler *s) {
+    if (!s) return;
+    free(s->seen);
+    free(s->seen_ids);
+    free(s->ids);
+    free(s->val);
+    free(s->sort);
+    free(s);
+}
+
+void ts_sampler_reset(ts_sampler *s) {
+    for (int i = 0; i < s->n_seen; i++) s->seen[s->seen_ids[i]] = 0;
+    s->n_seen = 0;
+    s->n_cand = 0;
+    /* Mixing the seed once keeps seeds 0, 1, 2... from starting on correlated states. */
+    s->rng = s->o.seed;
+    s->rng = rng_next(&s->rng);
+}
+
+void ts_sampler_accept(ts_sampler *s, int32_t id) {
+    if (id < 0 || id >= s->n_vocab || s->seen[id]) return;
+    s->seen[id] = 1;
+    s->seen_ids[s->n_seen++] = id;
+}
+
+int ts_sampler_candidates(const ts_sampler *s, const int32_t **ids, const float **probs) {
+    *ids = s->ids;
+    *probs = s->val;
+    return s->n_cand;
+}
+
+/* Descending by value; equal values by ascending id so the order never depends on qsort. */
+static int cmp_desc(const void *a, const void *b) {
+    const struct cand *x = a, *y = b;
+    if (x->v != y->v) return x->v > y->v ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* Keeps the k largest of logits in s->ids/s->val (descending), ties at the k-th kept as HF
+ * does (it removes only values strictly below the k-th largest). */
+static void select_candidates(ts_sampler *s, const float *logits, int k) {
+    int V = s->n_vocab;
+    if (k >= V) {
+        for (int i = 0; i < V; i++) s->ids[i] = i;
+        s->n_cand = V;
+    } else {
+        /* A min-heap of the k best would be faster for huge vocabularies; a threshold pass
+         * is simpler: find the k-th largest by partial selection on a copy of values. */
+        float *tmp = s->val;
+        memcpy(tmp, logits, sizeof(float) * (size_t)V);
+        int lo = 0, hi = V - 1, want = k - 1;
+        while (lo < hi) { /* quickselect, descending, for index `want` */
+            float piv = tmp[lo + (hi - lo) / 2];
+            int i = lo, j = hi;
+            while (i <= j) {
+                while (tmp[i] > piv) i++;
+                while (tmp[j] < piv) j--;
+                if (i <= j) {
+                    float t = tmp[i];
+                    tmp[i++] = tmp[j];
+                    tmp[j--] = t;
+                }
+            }
+            if (want <= j) hi = j;
+            else if (want >= i) lo = i;
+            else break;
+        }
+        float kth = tmp[want];
+        int n = 0;
+        for (int i = 0; i < V; i++)
+            if (logits[i] >= kth) s->ids[n++] = i;
+        s->n_cand = n;
+    }
+    for (int i = 0; i < s->n_cand; i++) s->sort[i] = (struct cand){logits[s->ids[i]], s->ids[i]};
+    qsort(s->sort, (size_t)s->n_cand, sizeof *s->sort, cmp_desc);
+    for (int i = 0; i < s->n_cand; i++) {
+        s->ids[i] = s->sort[i].id;
+        s->val[i] = s->sort[i].v;
+    }
+}
+
+/* s->val: logits (descending) -> probabilities over the current candidates. */
+static void softmax_cand(ts_sampler *s) {
+    double sum = 0;
+    float mx = s->val[0];
+    for (int i = 0; i < s->n_cand; i++) {
+        s->val[i] = expf(s->val[i] - mx);
+        sum += s->val[i];
+    }
+    for (int i = 0; i < s->n_cand; i++) s->val[i] = (float)(s->val[i] / sum);
+}
+
+/* Without top-k, only tokens that can survive top-p and min-p need sorting: those with a
+ * probability above a threshold whose set already holds top_p of the mass (lowered until it
+ * does) and min_p * p_max. s->val gets probabilities over the whole vocabulary, as HF's top-p
+ * sees them; the min-p and top-p steps that follow decide exactly. */
+static void select_by_threshold(ts_sampler *s, const float *logits) {
+    int V = s->n_vocab;
+    float mx = logits[0];
+    for (int i = 1; i < V; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double z = 0;
+    for (int i = 0; i < V; i++) z += expf(logits[i] - mx);
+    double pmax = 1.0 / z, floor_p = s->o.min_p > 0 ? s->o.min_p * pmax * 0.999 : 0;
+    double t = s->o.top_p < 1.0f ? pmax * 1e-3 : 0;
+    if (t < floor_p) t = floor_p;
+    int n;
+    for (;;) {
+        float lt = t > 0 ? (float)(mx + log(t * z)) : -INFINITY;
+        double mass = 0;
+        n = 0;
+        for (int i = 0; i < V; i++)
+            if (logits[i] >= lt) {
+                s->ids[n++] = i;
+                mass += expf(logits[i] - mx);
+            }
+        if (t <= floor_p || mass / z >= s->o.top_p || t < 1e-300) break;
+        t = t * 1e-4 > floor_p ? t * 1e-4 : floor_p;
+    }
+    s->n_cand = n;
+    for (int i = 0; i < n; i++) s->sort[i] = (struct cand){logits[s->ids[i]], s->ids[i]};
+    qsort(s->sort, (size_t)n, sizeof *s->sort, cmp_desc);
+    for (int i = 0; i < n; i++) {
+        s->ids[i] = s->sort[i].id;
+        s->val[i] = (float)(expf(s->sort[i].v - mx) / z);
+    }
+}
+
+int32_t ts_sampler_sample(ts_sampler *s, float *logits) {
+    const ts_sample_opts *o = &s->o;
+    int V = s->n_vocab;
+    if (o->repeat_penalty != 1.0f)
+        for (int i = 0; i < s->n_seen; i++) {
+            float *l = &logits[s->seen_ids[i]];
+            *l = *l > 0 ? *l / o->repeat_penalty : *l * o->repeat_penalty;
+        }
+    if (o->temp <= 0) {
+        int best = 0; /* first maximum, as torch.argmax */
+        for (int i = 1; i < V; i++)
+            if (logits[i] > logits[best]) best = i;
+        s->n_cand = 0;
+        return best;
+    }
+    for (int i = 0; i < V; i++) logits[i] /= o->temp;
+    if (o->top_k > 0) {
+        select_candidates(s, logits, o->top_k);
+        softmax_cand(s);
+    } else {
+        select_by_threshold(s, logits);
+    }
+    if (o->top_p < 1.0f) {
+        /* HF removes a token when the mass of it and everything less likely is <= 1 - p:
+         * the smallest prefix whose mass reaches p survives. */
+        double cum = 0;
+        int n = 0;
+        while (n < s->n_cand && (n == 0 || cum < o->top_p)) cum += s->val[n++];
+        /* Later tokens equal to the last kept one have the same tail mass test result only
+         * up to rounding; HF keeps by the float cumulative, so do we. */
+        s->n_cand = n;
+    }
+    if (o->min_p > 0) {
+        /* Ratios to the top are unchanged by renormalization, so the threshold can use the
+         * current (possibly top-p-truncated, not yet renormalized) values. */
+        float thr = o->min_p * s->val[0];
+        int n = 1;
+        while (n < s->n_cand && s->val[n] >= thr) n++;
+        s->n_cand = n;
+    }
+    double sum = 0, total = 0;
+    for (int i = 0; i < s->n_cand; i++) sum += s->val[i];
+    for (int i = 0; i < s->n_cand; i++) total += s->val[i] = (float)(s->val[i] / sum);
+    double u = rng_uniform(&s->rng) * total, acc = 0;
+    for (int i = 0; i < s->n_cand; i++) {
+        acc += s->val[i];
+        if (u < acc) return s->ids[i];
+    }
+    return s->ids[s->n_cand - 1]; /* u landed in the rounding slack above the last sum */
+}
+
+/* ---- stop strings ---- */
+
+#define STOP_CHUNK 256
+
+struct ts_stopper {
+    char **stops;
+    size_t *lens;
+    int n;
+    size_t maxlen;
+    ts_text_fn emit;
+    void *user;
+    char *buf; /* held text + one chunk of new text */
+    size_t len;
+    int stopped;
+};
+
+ts_status ts_stopper_new(const char *const *stops, int n, ts_text_fn emit, void *user,
+                         ts_stopper **out, ts_error *err) {
+    *out = NULL;
+    ts_stopper *s = calloc(1, sizeof *s);
+    if (!s) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    s->emit = emit;
+    s->user = user;
+    s->stops = calloc((size_t)(n > 0 ? n : 1), sizeof(char *));
+    s->lens = calloc((size_t)(n > 0 ? n : 1), sizeof(size_t));
+    if (!s->stops || !s->lens) goto oom;
+    for (int i = 0; i < n; i++) {
+        size_t l = strlen(stops[i]);
+        if (!l) continue;
+        if (!(s->stops[s->n] = malloc(l + 1))) goto oom;
+        memcpy(s->stops[s->n], stops[i], l + 1);
+        s->lens[s->n++] = l;
+        if (l > s->maxlen) s->maxlen = l;
+    }
+    if (!(s->buf = malloc(s->maxlen + STOP_CHUNK))) goto oom;
+    *out = s;
+    return TS_OK;
+oom:
+    ts_stopper_free(s);
+    return ts_fail(err, TS_ERR_NOMEM, "stop strings: out of memory");
+}
+
+void ts_stopper_free(ts_stopper *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) free(s->stops[i]);
+    free(s->stops);
+    free(s->lens);
+    free(s->buf);
+    free(s);
+}
+
+void ts_stopper_reset(ts_stopper *s) {
+    s->len = 0;
+    s->stopped = 0;
+}
+
+/* Earliest position of any stop string in buf[0..len), or -1. */
+static long find_stop(const ts_stopper *s) {
+    long best = -1;
+    for (int k = 0; k < s->n; k++) {
+        size_t l = s->lens[k];
+        for (size_t i = 0; i + l <= s->len && (best < 0 || (long)i < best); i++)
+            if (!memcmp(s->buf + i, s->stops[k], l)) {
+                best = (long)i;
+                break;
+            }
+    }
+    return best;
+}
+
+/* Length of the longest suffix of buf that is a proper prefix of some stop string. */
+static size_t held_suffix(const ts_stopper *s) {
+    size_t max = s->maxlen - 1 < s->len ? s->maxlen - 1 : s->len;
+    for (size_t l = max; l > 0; l--)
+        for (int k = 0; k < s->n; k++)
+            if (s->lens[k] > l && !memcmp(s->buf + s->len - l, s->stops[k], l)) return l;
+    return 0;
+}
+
+int ts_stopper_feed(ts_stopper *s, const char *text, size_t len) {
+    if (s->stopped) return 1;
+    if (s->n == 0) {
+        if (len) s->emit(s->user, text, len);
+        return 0;
+    }
+    while (len > 0) {
+        size_t take = len < STOP_CHUNK ? len : STOP_CHUNK;
+        memcpy(s->buf + s->len, text, take);
+        s->len += take;
+        text += take;
+        len -= take;
+        long at = find_stop(s);
+        if (at >= 0) {
+            if (at > 0) s->emit(s->user, s->buf, (size_t)at);
+            s->len = 0;
+            s->stopped = 1;
+            return 1;
+        }
+        size_t keep = held_suffix(s);
+        if (s->len > keep) s->emit(s->user, s->buf, s->len - keep);
+        memmove(s->buf, s->buf + s->len - keep, keep);
+        s->len = keep;
+    }
+    return 0;
+}
+
+void ts_stopper_flush(ts_stopper *s) {
+    if (!s->stopped && s->len) s->emit(s->user, s->buf, s->len);
+    s->len = 0;
+}

@@ -1,0 +1,367 @@
+/* Session plumbing for run/chat. Chat keeps the cache across turns by remembering the exact
+ * text the cache holds: the next turn's rendered conversation must start with that text, and
+ * only the rest is tokenized and prefilled. When a template rewrites history (Qwen3 drops old
+ * <think> blocks, Llama-3 trims replies) the prefix test fails and the turn re-prefills from
+ * an empty cache, so the model always sees exactly what apply_chat_template would give it. */
+#include "runtime/session.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/error.h"
+
+typedef struct text_buf {
+    char *p;
+    size_t len, cap;
+} text_buf;
+
+static int tb_put(text_buf *b, const char *s, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) return -1;
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+    return 0;
+}
+
+typedef struct owned_msg {
+    char *role, *content;
+} owned_msg;
+
+struct ts_session {
+    ts_session_opts o;
+    ts_model *m;
+    ts_tok *tok;
+    ts_cpu *cpu;
+    ts_gen *gen;
+    ts_chat_template *tmpl;
+    ts_text_fn on_text;
+    void *user;
+    text_buf reply;   /* this turn's emitted text */
+    text_buf kv_text; /* the text of every token in the cache (plus the pending one) */
+    int32_t pending;  /* last kept token of the previous reply, not yet in the cache; -1 */
+    owned_msg *msgs;
+    int n_msgs, cap_msgs;
+    int reused;
+    int nomem; /* reply text could not be kept */
+};
+
+void ts_session_opts_default(ts_session_opts *o) {
+    memset(o, 0, sizeof *o);
+    ts_sample_opts_default(&o->sample);
+    o->max_tokens = 256;
+    o->enable_thinking = -1;
+}
+
+const char *ts_session_flags_help(void) {
+    return "  -n N                 tokens to generate per reply (default 256)\n"
+           "  --temp T             temperature; 0 = greedy (default 0.8)\n"
+           "  --top-k K            keep the K most likely tokens; 0 = off (default 40)\n"
+           "  --top-p P            keep the smallest set with mass >= P; 1 = off (default 0.95)\n"
+           "  --min-p P            drop tokens below P x the top probability; 0 = off (default 0.05)\n"
+           "  --repeat-penalty R   HF repetition penalty over the context; 1 = off (default 1)\n"
+           "  --seed S             sampling seed (default 0); same seed, same output\n"
+           "  --stop STR           stop when STR appears (not printed); repeatable, up to 16\n"
+           "  --threads N          worker threads (default: all cores)\n"
+           "  --tokenizer PATH     tokenizer.json or its directory (default: MODEL)\n"
+           "  --ctx N              KV cache capacity in tokens (default min(max positions, 4096))\n"
+           "  --system TEXT        system message (chat templates)\n"
+           "  --think | --no-think Qwen3's enable_thinking switch (default: template's)\n";
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *s, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (!*s || *end || errno || !isfinite(v) || v < lo || v > hi) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+int ts_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts_error *err) {
+    const char *f = argv[*i];
+    if (!strcmp(f, "--think") || !strcmp(f, "--no-think")) {
+        o->enable_thinking = !strcmp(f, "--think");
+        return 1;
+    }
+    static const char *const with_value[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p",
+                                             "--repeat-penalty", "--seed", "--stop", "--threads",
+                                             "--tokenizer", "--ctx", "--system"};
+    int known = 0;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(f, with_value[k]);
+    if (!known) return 0;
+    if (*i + 1 >= argc) {
+        ts_fail(err, TS_ERR_ARG, "%s expects a value", f);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    long n;
+    int bad = 0;
+    const char *want = "";
+    if (!strcmp(f, "-n")) {
+        bad = parse_long(v, 1, 1 << 24, &n), want = "an integer in [1, 16777216]";
+        if (!bad) o->max_tokens = (int)n;
+    } else if (!strcmp(f, "--temp")) {
+        bad = parse_float(v, 0, 100, &o->sample.temp), want = "a number in [0, 100]";
+    } else if (!strcmp(f, "--top-k")) {
+        bad = parse_long(v, 0, 1 << 24, &n), want = "an integer >= 0";
+        if (!bad) o->sample.top_k = (int)n;
+    } else if (!strcmp(f, "--top-p")) {
+        bad = parse_float(v, 1e-6, 1, &o->sample.top_p) , want = "a number in (0, 1]";
+    } else if (!strcmp(f, "--min-p")) {
+        bad = parse_float(v, 0, 1, &o->sample.min_p), want = "a number in [0, 1]";
+    } else if (!strcmp(f, "--repeat-penalty")) {
+        bad = parse_float(v, 1e-3, 1e3, &o->sample.repeat_penalty), want = "a number in [0.001, 1000]";
+    } else if (!strcmp(f, "--seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(v, &end, 10);
+        bad = !*v || *end || errno || *v == '-', want = "a non-negative integer";
+        if (!bad) o->sample.seed = s;
+    } else if (!strcmp(f, "--stop")) {
+        bad = o->n_stop >= TS_SESSION_MAX_STOP || !*v, want = "a non-empty string, at most 16 times";
+        if (!bad) o->stop[o->n_stop++] = v;
+    } else if (!strcmp(f, "--threads")) {
+        bad = parse_long(v, 1, 256, &n), want = "an integer in [1, 256]";
+        if (!bad) o->n_threads = (int)n;
+    } else if (!strcmp(f, "--ctx")) {
+        bad = parse_long(v, 1, 1 << 24, &n), want = "an integer in [1, 16777216]";
+        if (!bad) o->n_ctx = (int)n;
+    } else if (!strcmp(f, "--tokenizer")) {
+        o->tokenizer = v;
+    } else if (!strcmp(f, "--system")) {
+        o->system = v;
+    }
+    if (bad) {
+        ts_fail(err, TS_ERR_ARG, "%s expects %s, got \"%s\"", f, want, v);
+        return -1;
+    }
+    return 1;
+}
+
+static void on_piece(void *user, const char *text, size_t len) {
+    ts_session *s = user;
+    if (tb_put(&s->reply, text, len)) s->nomem = 1;
+    if (s->on_text) s->on_text(s->user, text, len);
+}
+
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_fn on_text,
+                          void *user, ts_session **out, ts_error *err) {
+    *out = NULL;
+    ts_session *s = calloc(1, sizeof *s);
+    if (!s) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    s->o = *o;
+    s->on_text = on_text;
+    s->user = user;
+    s->pending = -1;
+    char tokdir[4096], path[4200];
+    const char *tp = o->tokenizer ? o->tokenizer : o->model_dir;
+    /* The directory the tokenizer lives in also holds its tokenizer_config.json. */
+    if (is_dir(tp)) {
+        snprintf(tokdir, sizeof tokdir, "%s", tp);
+        snprintf(path, sizeof path, "%s/tokenizer.json", tp);
+    } else {
+        snprintf(path, sizeof path, "%s", tp);
+        snprintf(tokdir, sizeof tokdir, "%s", tp);
+        char *slash = strrchr(tokdir, '/');
+        if (slash) *slash = 0;
+        else snprintf(tokdir, sizeof tokdir, ".");
+    }
+    ts_status st = ts_model_open(o->model_dir, &s->m, err);
+    if (!st && !exists(path))
+        st = ts_fail(err, TS_ERR_IO,
+                     o->tokenizer ? "%s: no such tokenizer file"
+                                  : "%s: no tokenizer (a synth model has none: pass --tokenizer PATH, "
+                                    "or synth it with --tokenizer DIR)", path);
+    /* Loading the directory (not the file) lets the tokenizer read eos/bos from
+     * tokenizer_config.json and config.json next to it. */
+    if (!st) st = ts_tok_load(is_dir(tp) ? tp : path, &s->tok, err);
+    /* Reserved once so that streaming a reply normally never reallocates. */
+    if (!st && tb_put(&s->reply, "", 0)) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    if (!st && need_template) {
+        snprintf(path, sizeof path, "%s/tokenizer_config.json", tokdir);
+        st = ts_chat_template_load(path, s->tok, &s->tmpl, err);
+    }
+    if (!st) {
+        const ts_config *cf = ts_model_config(s->m);
+        if (s->o.n_ctx <= 0) s->o.n_ctx = cf->max_pos > 0 && cf->max_pos < 4096 ? cf->max_pos : 4096;
+        ts_cpu_opts co = {o->n_threads, -1};
+        st = ts_cpu_new(s->m, s->o.n_ctx, &co, &s->cpu, err);
+    }
+    if (!st) {
+        int32_t eot = -1;
+        if (s->tmpl) {
+            const char *e = ts_chat_template_end_of_turn(s->tmpl);
+            eot = ts_tok_token_id(s->tok, e, strlen(e));
+        }
+        ts_gen_opts go = {s->o.max_tokens, s->o.n_ctx, s->o.sample, s->o.stop, s->o.n_stop,
+                          &eot, eot >= 0, on_piece, s};
+        st = ts_gen_new(s->cpu, s->m, s->tok, &go, &s->gen, err);
+    }
+    if (st) {
+        ts_session_close(s);
+        return st;
+    }
+    *out = s;
+    return TS_OK;
+}
+
+void ts_session_close(ts_session *s) {
+    if (!s) return;
+    ts_gen_free(s->gen);
+    ts_cpu_free(s->cpu);
+    ts_chat_template_free(s->tmpl);
+    ts_tok_free(s->tok);
+    ts_model_close(s->m);
+    for (int i = 0; i < s->n_msgs; i++) {
+        free(s->msgs[i].role);
+        free(s->msgs[i].content);
+    }
+    free(s->msgs);
+    free(s->reply.p);
+    free(s->kv_text.p);
+    free(s);
+}
+
+const ts_tok *ts_session_tok(const ts_session *s) { return s->tok; }
+const ts_chat_template *ts_session_template(const ts_session *s) { return s->tmpl; }
+int ts_session_reused(const ts_session *s) { return s->reused; }
+const int32_t *ts_session_tokens(const ts_session *s, int *n) { return ts_gen_tokens(s->gen, n, NULL); }
+
+static ts_status run_tokens(ts_session *s, const int32_t *ids, int n, ts_gen_result *res, ts_error *err) {
+    s->reply.len = 0;
+    if (s->reply.p) s->reply.p[0] = 0;
+    s->nomem = 0;
+    ts_status st = ts_gen_run(s->gen, ids, n, res, err);
+    if (!st && s->nomem) st = ts_fail(err, TS_ERR_NOMEM, "out of memory keeping the reply text");
+    return st;
+}
+
+ts_status ts_session_complete(ts_session *s, const char *prompt, ts_gen_result *res, ts_error *err) {
+    int32_t *ids = NULL;
+    int n = 0;
+    ts_gen_reset(s->gen);
+    s->pending = -1;
+    s->kv_text.len = 0;
+    ts_status st = ts_tok_encode(s->tok, prompt, strlen(prompt), ts_tok_bos(s->tok) >= 0, &ids, &n, err);
+    if (!st && n == 0) st = ts_fail(err, TS_ERR_ARG, "the prompt encodes to no tokens");
+    if (!st) st = run_tokens(s, ids, n, res, err);
+    free(ids);
+    return st;
+}
+
+static ts_status push_msg(ts_session *s, const char *role, const char *content, size_t len, ts_error *err) {
+    if (s->n_msgs == s->cap_msgs) {
+        int cap = s->cap_msgs ? s->cap_msgs * 2 : 8;
+        owned_msg *p = realloc(s->msgs, sizeof *p * (size_t)cap);
+        if (!p) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+        s->msgs = p;
+        s->cap_msgs = cap;
+    }
+    owned_msg *m = &s->msgs[s->n_msgs];
+    m->role = strdup(role);
+    m->content = malloc(len + 1);
+    if (!m->role || !m->content) {
+        free(m->role);
+        free(m->content);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    }
+    memcpy(m->content, content, len);
+    m->content[len] = 0;
+    s->n_msgs++;
+    return TS_OK;
+}
+
+ts_status ts_session_chat(ts_session *s, const char *user_msg, ts_gen_result *res, ts_error *err) {
+    if (!s->tmpl) return ts_fail(err, TS_ERR_ARG, "chat: the session was opened without a chat template");
+    ts_status st = TS_OK;
+    if (s->n_msgs == 0 && s->o.system) st = push_msg(s, "system", s->o.system, strlen(s->o.system), err);
+    if (!st) st = push_msg(s, "user", user_msg, strlen(user_msg), err);
+    if (st) return st;
+    ts_chat_msg *view = malloc(sizeof *view * (size_t)s->n_msgs);
+    if (!view) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < s->n_msgs; i++) view[i] = (ts_chat_msg){s->msgs[i].role, s->msgs[i].content};
+    char *full = NULL;
+    size_t flen = 0;
+    st = ts_chat_render(s->tmpl, view, s->n_msgs, 1, s->o.enable_thinking, &full, &flen, err);
+    free(view);
+    int32_t *ids = NULL, *all = NULL;
+    int n = 0;
+    size_t from = 0;
+    if (!st) {
+        s->reused = s->kv_text.len > 0 && s->kv_text.len <= flen && !memcmp(full, s->kv_text.p, s->kv_text.len);
+        if (s->reused) {
+            from = s->kv_text.len;
+        } else {
+            ts_gen_reset(s->gen);
+            s->pending = -1;
+            s->kv_text.len = 0;
+        }
+        /* The template writes BOS as text where it wants one; HF encodes without adding. */
+        st = ts_tok_encode(s->tok, full + from, flen - from, 0, &ids, &n, err);
+    }
+    if (!st) {
+        int np = s->pending >= 0;
+        all = malloc(sizeof(int32_t) * (size_t)(n + np));
+        if (!all) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+        else {
+            if (np) all[0] = s->pending;
+            if (n) memcpy(all + np, ids, sizeof(int32_t) * (size_t)n);
+            n += np;
+        }
+    }
+    if (!st && n == 0) st = ts_fail(err, TS_ERR_ARG, "chat: the turn encodes to no tokens");
+    if (!st) st = run_tokens(s, all, n, res, err);
+    if (!st && tb_put(&s->kv_text, full + from, flen - from)) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    if (!st) {
+        /* The cache now holds every kept token but the last; the last becomes pending, and the
+         * text of all of them (specials included) extends kv_text. */
+        int kept;
+        const int32_t *toks = ts_gen_tokens(s->gen, &kept, NULL);
+        char *txt = NULL;
+        size_t tl = 0;
+        if (kept) st = ts_tok_decode(s->tok, toks, kept, 0, &txt, &tl, err);
+        if (!st && tb_put(&s->kv_text, txt ? txt : "", tl)) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+        free(txt);
+        s->pending = kept ? toks[kept - 1] : -1;
+    }
+    if (!st) st = push_msg(s, "assistant", s->reply.p ? s->reply.p : "", s->reply.len, err);
+    if (st) {
+        /* A failed turn leaves the cache in an unknown state: start over next time. */
+        ts_gen_reset(s->gen);
+        s->pending = -1;
+        s->kv_text.len = 0;
+    }
+    free(full);
+    free(ids);
+    free(all);
+    return st;
+}

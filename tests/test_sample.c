@@ -1,0 +1,399 @@
+/* Sampling and stop strings against hand-computed expectations: greedy and its ties, top-k=1
+ * equals greedy, the minimal top-p set, the min-p threshold, HF's repetition penalty, seed
+ * determinism, temperature frequencies by a chi-square bound, and stop strings split across
+ * pieces; and the generation loop's stop reasons (EOS, max tokens, context full) on a tiny
+ * synth model with the real Qwen3 tokenizer. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime/generate.h"
+#include "runtime/sample.h"
+#include "tharness.h"
+
+static ts_sampler *mk(int V, float temp, int k, float p, float minp, float pen, uint64_t seed) {
+    ts_sample_opts o = {temp, k, p, minp, pen, seed};
+    ts_sampler *s = NULL;
+    ts_error err;
+    ts_status st = ts_sampler_new(V, &o, &s, &err);
+    CHECK(st == TS_OK, "sampler_new: %s", err.msg);
+    return s;
+}
+
+/* logits = log(probs) so that softmax at temp 1 gives probs back. */
+static void log_of(const float *p, float *l, int n) {
+    for (int i = 0; i < n; i++) l[i] = logf(p[i]);
+}
+
+static void test_greedy(void) {
+    float l[6] = {0.5f, 3.0f, -1.0f, 3.0f, 2.9f, 0.0f};
+    ts_sampler *s = mk(6, 0, 0, 1, 0, 1, 0);
+    CHECK(ts_sampler_sample(s, l) == 1, "greedy picks the first maximum");
+    ts_sampler_free(s);
+    /* top-k = 1 at any temperature and seed is greedy */
+    for (uint64_t seed = 0; seed < 50; seed++) {
+        float m[5] = {0.1f, 0.2f, 1.5f, 1.4f, -3.0f};
+        s = mk(5, 1.5f, 1, 1, 0, 1, seed);
+        CHECK(ts_sampler_sample(s, m) == 2, "top-k=1 seed %llu", (unsigned long long)seed);
+        ts_sampler_free(s);
+    }
+}
+
+static void test_top_p_min_p(void) {
+    const float p[4] = {0.05f, 0.5f, 0.15f, 0.3f}; /* sorted: 1 (.5), 3 (.3), 2 (.15), 0 (.05) */
+    float l[4];
+    const int32_t *ids;
+    const float *pr;
+    struct { float top_p, min_p; int n; int32_t last; } cases[] = {
+        {0.4f, 0, 1, 1},  /* .5 alone reaches .4 */
+        {0.6f, 0, 2, 3},  /* .5 < .6 <= .8 */
+        {0.9f, 0, 3, 2},  /* .8 < .9 <= .95 */
+        {0.97f, 0, 4, 0}, /* needs everything */
+        {1.0f, 0.35f, 2, 3}, /* threshold .175: .5 and .3 */
+        {1.0f, 0.25f, 3, 2}, /* threshold .125 */
+        {1.0f, 0.11f, 3, 2}, /* threshold .055 > .05 */
+        {0.6f, 0.25f, 2, 3}, /* both: the smaller set */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        log_of(p, l, 4);
+        ts_sampler *s = mk(4, 1.0f, 0, cases[c].top_p, cases[c].min_p, 1, 7);
+        int32_t id = ts_sampler_sample(s, l);
+        int n = ts_sampler_candidates(s, &ids, &pr);
+        CHECK(n == cases[c].n, "case %zu: %d candidates, expected %d", c, n, cases[c].n);
+        CHECK(n > 0 && ids[n - 1] == cases[c].last, "case %zu: last kept id %d, expected %d", c,
+              ids[n > 0 ? n - 1 : 0], cases[c].last);
+        int in = 0;
+        double sum = 0, mass = 0;
+        for (int i = 0; i < n; i++) {
+            in |= ids[i] == id;
+            sum += pr[i];
+            mass += p[ids[i]];
+        }
+        CHECK(in, "case %zu: sampled id %d not among the kept", c, id);
+        CHECK(fabs(sum - 1) < 1e-6, "case %zu: kept probabilities sum to %g", c, sum);
+        /* renormalized: each kept prob equals its original over the kept mass */
+        for (int i = 0; i < n; i++)
+            CHECK(fabs(pr[i] - p[ids[i]] / mass) < 1e-5, "case %zu: prob of %d is %g, expected %g", c,
+                  ids[i], (double)pr[i], p[ids[i]] / mass);
+        ts_sampler_free(s);
+    }
+    /* top-k keeps the k largest, ties at the k-th included (HF removes only strictly less) */
+    float m[6] = {1, 5, 3, 3, 0, 4};
+    ts_sampler *s = mk(6, 1.0f, 3, 1, 0, 1, 1);
+    ts_sampler_sample(s, m);
+    int n = ts_sampler_candidates(s, &ids, &pr);
+    CHECK(n == 4 && ids[0] == 1 && ids[1] == 5 && ids[2] == 2 && ids[3] == 3,
+          "top-k 3 with a tie: %d candidates", n);
+    ts_sampler_free(s);
+}
+
+/* Without top-k the sampler sorts only a thresholded set; with top-k = vocab it sorts all.
+ * Both must pick the same tokens for every option mix (same seed, same u per draw). */
+static void test_threshold_path(void) {
+    enum { V = 5000 };
+    static float base[V], a[V], b[V];
+    uint64_t x = 12345;
+    for (int i = 0; i < V; i++) { /* a peaked, heavy-tailed distribution like real logits */
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        double u = (double)(x >> 11) / 9007199254740992.0;
+        base[i] = (float)(8.0 * pow(u, 6.0) - 2.0);
+    }
+    const struct { float temp, top_p, min_p; } mix[] = {
+        {1.0f, 0.9f, 0}, {0.7f, 0.95f, 0.05f}, {1.3f, 1.0f, 0.1f}, {1.0f, 0.5f, 0}, {2.0f, 0.99f, 0.01f},
+        {1.0f, 1.0f, 0},
+    };
+    for (size_t c = 0; c < sizeof mix / sizeof mix[0]; c++) {
+        ts_sampler *s1 = mk(V, mix[c].temp, 0, mix[c].top_p, mix[c].min_p, 1, 99);
+        ts_sampler *s2 = mk(V, mix[c].temp, V, mix[c].top_p, mix[c].min_p, 1, 99);
+        int same = 1, n1 = 0, n2 = 0;
+        for (int d = 0; d < 100; d++) {
+            memcpy(a, base, sizeof a);
+            memcpy(b, base, sizeof b);
+            same &= ts_sampler_sample(s1, a) == ts_sampler_sample(s2, b);
+            const int32_t *ids;
+            const float *pr;
+            n1 = ts_sampler_candidates(s1, &ids, &pr);
+            n2 = ts_sampler_candidates(s2, &ids, &pr);
+            same &= n1 == n2;
+        }
+        CHECK(same, "mix %zu: thresholded and full-sort paths differ (%d vs %d candidates)", c, n1, n2);
+        printf("temp %.1f top-p %.2f min-p %.2f: %d of %d tokens kept, both paths agree\n",
+               (double)mix[c].temp, (double)mix[c].top_p, (double)mix[c].min_p, n1, V);
+        ts_sampler_free(s1);
+        ts_sampler_free(s2);
+    }
+}
+
+static void test_penalty(void) {
+    float l[5] = {2.0f, -2.0f, 1.0f, 0.0f, 1.5f};
+    ts_sampler *s = mk(5, 0, 0, 1, 0, 2.0f, 0);
+    ts_sampler_accept(s, 0);
+    ts_sampler_accept(s, 1);
+    ts_sampler_accept(s, 3);
+    ts_sampler_accept(s, 0); /* counted once, as HF's gather over a set */
+    int32_t id = ts_sampler_sample(s, l);
+    CHECK(l[0] == 1.0f && l[1] == -4.0f && l[2] == 1.0f && l[3] == 0.0f && l[4] == 1.5f,
+          "penalized logits %g %g %g %g %g, expected 1 -4 1 0 1.5", (double)l[0], (double)l[1],
+          (double)l[2], (double)l[3], (double)l[4]);
+    CHECK(id == 4, "greedy after penalty picks 4, got %d", id);
+    ts_sampler_reset(s); /* forgets the context */
+    float m[3] = {2.0f, 1.0f, 0.0f};
+    ts_sampler_free(s);
+    s = mk(3, 0, 0, 1, 0, 2.0f, 0);
+    CHECK(ts_sampler_sample(s, m) == 0 && m[0] == 2.0f, "no context, no penalty");
+    ts_sampler_free(s);
+}
+
+static void draw(uint64_t seed, float temp, int32_t *out, int n) {
+    const float p[8] = {0.3f, 0.2f, 0.15f, 0.1f, 0.1f, 0.08f, 0.05f, 0.02f};
+    ts_sampler *s = mk(8, temp, 0, 1, 0, 1, seed);
+    for (int i = 0; i < n; i++) {
+        float l[8];
+        log_of(p, l, 8);
+        out[i] = ts_sampler_sample(s, l);
+    }
+    ts_sampler_free(s);
+}
+
+static void test_seed(void) {
+    int32_t a[200], b[200], c[200];
+    draw(42, 1.0f, a, 200);
+    draw(42, 1.0f, b, 200);
+    draw(43, 1.0f, c, 200);
+    CHECK(!memcmp(a, b, sizeof a), "same seed, different tokens");
+    CHECK(memcmp(a, c, sizeof a) != 0, "seeds 42 and 43 gave the same 200 tokens");
+    /* reset restarts the stream */
+    const float p[3] = {0.4f, 0.35f, 0.25f};
+    ts_sampler *s = mk(3, 1.0f, 0, 1, 0, 1, 9);
+    int32_t x[50], y[50];
+    for (int r = 0; r < 2; r++) {
+        for (int i = 0; i < 50; i++) {
+            float l[3];
+            log_of(p, l, 3);
+            (r ? y : x)[i] = ts_sampler_sample(s, l);
+        }
+        ts_sampler_reset(s);
+    }
+    CHECK(!memcmp(x, y, sizeof x), "reset does not restart the random stream");
+    ts_sampler_free(s);
+}
+
+/* Pearson chi-square of observed counts against n * expected probabilities. */
+static double chi2(const int *obs, const double *pe, int k, int n) {
+    double c = 0;
+    for (int i = 0; i < k; i++) c += (obs[i] - n * pe[i]) * (obs[i] - n * pe[i]) / (n * pe[i]);
+    return c;
+}
+
+static void test_temperature_frequencies(void) {
+    enum { K = 4, N = 20000 };
+    const float p[K] = {0.5f, 0.25f, 0.15f, 0.1f};
+    const float temps[3] = {1.0f, 2.0f, 0.5f};
+    double expect[3][K];
+    for (int t = 0; t < 3; t++) { /* softmax(log p / T) = p^(1/T) / sum */
+        double z = 0;
+        for (int i = 0; i < K; i++) z += expect[t][i] = pow(p[i], 1.0 / temps[t]);
+        for (int i = 0; i < K; i++) expect[t][i] /= z;
+    }
+    for (int t = 0; t < 3; t++) {
+        int obs[K] = {0};
+        ts_sampler *s = mk(K, temps[t], 0, 1, 0, 1, 1234 + (uint64_t)t);
+        for (int i = 0; i < N; i++) {
+            float l[K];
+            log_of(p, l, K);
+            int32_t id = ts_sampler_sample(s, l);
+            if (id >= 0 && id < K) obs[id]++;
+        }
+        ts_sampler_free(s);
+        /* 3 degrees of freedom: P(chi2 > 16.27) = 0.001 for a correct sampler; with a fixed
+         * seed the value is fixed, so this cannot flake, and a wrong temperature fails it by
+         * far (the cross check below). */
+        double c = chi2(obs, expect[t], K, N);
+        CHECK(c < 16.27, "temp %g: chi2 %.2f against p^(1/T)", (double)temps[t], c);
+        double wrong = chi2(obs, expect[(t + 1) % 3], K, N);
+        CHECK(wrong > 100, "temp %g: chi2 %.2f against another temperature is too small to detect "
+              "a bug", (double)temps[t], wrong);
+        printf("temp %.1f: chi2 %.2f (bound 16.27), vs wrong temperature %.0f\n", (double)temps[t], c, wrong);
+    }
+}
+
+static void test_bad_opts(void) {
+    ts_sample_opts o;
+    ts_sample_opts_default(&o);
+    CHECK(o.temp == 0.8f && o.top_k == 40 && o.top_p == 0.95f && o.min_p == 0.05f &&
+          o.repeat_penalty == 1.0f, "defaults");
+    ts_sampler *s = NULL;
+    ts_error err;
+    o.repeat_penalty = 0;
+    CHECK(ts_sampler_new(10, &o, &s, &err) == TS_ERR_ARG && strstr(err.msg, "repeat penalty"), "penalty 0");
+    o.repeat_penalty = 1;
+    o.top_p = 0;
+    CHECK(ts_sampler_new(10, &o, &s, &err) == TS_ERR_ARG && strstr(err.msg, "top-p"), "top-p 0");
+    CHECK(s == NULL, "no sampler on error");
+}
+
+/* ---- stop strings ---- */
+static char g_out[4096];
+static size_t g_len;
+static void collect(void *user, const char *t, size_t n) {
+    (void)user;
+    memcpy(g_out + g_len, t, n);
+    g_len += n;
+    g_out[g_len] = 0;
+}
+
+static void test_stop_strings(void) {
+    const char *stops[] = {"STOP", "\n\n", ""};
+    ts_stopper *s = NULL;
+    ts_error err;
+    CHECK(ts_stopper_new(stops, 3, collect, NULL, &s, &err) == TS_OK, "%s", err.msg);
+    g_len = 0;
+    CHECK(ts_stopper_feed(s, "Hel", 3) == 0, "no stop yet");
+    CHECK(g_len == 3, "plain text passes at once");
+    CHECK(ts_stopper_feed(s, "lo ST", 5) == 0 && !strcmp(g_out, "Hello "), "\"ST\" held back: %s", g_out);
+    CHECK(ts_stopper_feed(s, "O", 1) == 0 && !strcmp(g_out, "Hello "), "\"STO\" held back: %s", g_out);
+    CHECK(ts_stopper_feed(s, "P more", 6) == 1 && !strcmp(g_out, "Hello "), "stopped: %s", g_out);
+    CHECK(ts_stopper_feed(s, "x", 1) == 1 && !strcmp(g_out, "Hello "), "nothing after a stop");
+    ts_stopper_flush(s);
+    CHECK(!strcmp(g_out, "Hello "), "flush after a stop emits nothing");
+
+    /* a false start is released as soon as it cannot match */
+    ts_stopper_reset(s);
+    g_len = 0;
+    ts_stopper_feed(s, "a S", 3);
+    CHECK(!strcmp(g_out, "a "), "S held: %s", g_out);
+    ts_stopper_feed(s, "Tx", 2);
+    CHECK(!strcmp(g_out, "a STx"), "STx released: %s", g_out);
+    ts_stopper_feed(s, "\n", 1);
+    CHECK(!strcmp(g_out, "a STx"), "newline held");
+    ts_stopper_flush(s);
+    CHECK(!strcmp(g_out, "a STx\n"), "flush releases the held newline");
+
+    /* the stop inside one long piece, past the internal chunk size, and the earliest wins */
+    ts_stopper_reset(s);
+    g_len = 0;
+    char big[700];
+    memset(big, 'x', sizeof big);
+    memcpy(big + 254, "\n\nSTOP", 6);
+    CHECK(ts_stopper_feed(s, big, sizeof big) == 1 && g_len == 254, "stop across a chunk edge at %zu", g_len);
+    ts_stopper_free(s);
+
+    /* no stop strings: everything passes through */
+    CHECK(ts_stopper_new(NULL, 0, collect, NULL, &s, &err) == TS_OK, "%s", err.msg);
+    g_len = 0;
+    CHECK(ts_stopper_feed(s, "abc", 3) == 0 && g_len == 3, "pass-through");
+    ts_stopper_free(s);
+}
+
+/* ---- the generation loop's stop conditions ---- */
+static char g_text[1 << 14];
+static size_t g_text_len;
+static void gen_text(void *user, const char *t, size_t n) {
+    (void)user;
+    if (g_text_len + n < sizeof g_text) {
+        memcpy(g_text + g_text_len, t, n);
+        g_text_len += n;
+        g_text[g_text_len] = 0;
+    }
+}
+
+/* One greedy run of the prompt from an empty cache; returns the result. */
+static ts_gen_result gen_once(ts_cpu *c, const ts_model *m, const ts_tok *t, int max_tokens,
+                              int ctx, const int32_t *eos, int n_eos, const int32_t **toks,
+                              int *kept, int *total) {
+    static ts_gen *g;
+    ts_gen_free(g); /* the previous run's tokens stay readable until the next call */
+    g = NULL;
+    ts_gen_result r;
+    memset(&r, 0, sizeof r);
+    if (!c) return r;
+    ts_gen_opts go = {max_tokens, ctx, {0, 0, 1, 0, 1, 0}, NULL, 0, eos, n_eos, gen_text, NULL};
+    ts_error err;
+    int32_t prompt[3] = {9707, 11, 847}; /* "Hello, my" */
+    ts_cpu_reset(c);
+    g_text_len = 0;
+    g_text[0] = 0;
+    CHECK(ts_gen_new(c, m, t, &go, &g, &err) == TS_OK, "gen_new: %s", err.msg);
+    if (!g) return r;
+    CHECK(ts_gen_run(g, prompt, 3, &r, &err) == TS_OK, "gen_run: %s", err.msg);
+    *toks = ts_gen_tokens(g, kept, total);
+    return r;
+}
+
+static void test_generate_stops(void) {
+    const char *shared = getenv("TS_SHARED");
+    char tokp[4096], dir[4200];
+    snprintf(tokp, sizeof tokp, "%s/tokenizers/qwen3", shared ? shared : "../shared");
+    struct stat st;
+    if (stat(tokp, &st) != 0) {
+        printf("no %s: generation stop tests skipped\n", tokp);
+        return;
+    }
+    snprintf(dir, sizeof dir, "%s/m", th_tmpdir("sample_gen"));
+    ts_error err;
+    ts_synth_opts so = {5, 151936, 2, NULL, NULL};
+    ts_model *m = NULL;
+    ts_tok *t = NULL;
+    ts_cpu *c = NULL;
+    ts_cpu_opts co = {2, -1};
+    ts_status s = ts_synth_write("qwen3-0.6b-tiny", dir, &so, &err);
+    if (!s) s = ts_model_open(dir, &m, &err);
+    if (!s) s = ts_tok_load(tokp, &t, &err);
+    if (!s) s = ts_cpu_new(m, 16, &co, &c, &err);
+    CHECK(s == TS_OK, "setup: %s", err.msg);
+    if (!s) {
+        const int32_t *toks;
+        int kept = 0, total = 0;
+        ts_gen_result r = gen_once(c, m, t, 6, 16, NULL, 0, &toks, &kept, &total);
+        CHECK(r.stop == TS_GEN_STOP_MAX && r.n_gen == 6 && kept == 6 && total == 6 && r.n_prompt == 3,
+              "max tokens: stop %s, %d generated", ts_gen_stop_name(r.stop), r.n_gen);
+        /* the cache holds the prompt and every kept token but the last */
+        CHECK(ts_cpu_n_past(c) == 3 + 5, "n_past %d after 6 tokens, expected 8", ts_cpu_n_past(c));
+        char *dec = NULL;
+        size_t dl = 0;
+        CHECK(kept > 0 && ts_tok_decode(t, toks, kept, 1, &dec, &dl, &err) == TS_OK && dl == g_text_len &&
+                  !memcmp(dec, g_text, dl), "streamed text \"%s\" differs from decode(ids)", g_text);
+        free(dec);
+        int32_t first = kept ? toks[0] : -1, third = kept > 2 ? toks[2] : -1;
+        /* an EOS id (here: the greedy first token made an extra EOS) ends the run at once */
+        r = gen_once(c, m, t, 6, 16, &first, 1, &toks, &kept, &total);
+        CHECK(r.stop == TS_GEN_STOP_EOS && r.n_gen == 0 && kept == 0 && total == 1 && toks[0] == first &&
+                  g_text_len == 0, "EOS first: stop %s, %d kept, text \"%s\"", ts_gen_stop_name(r.stop), kept, g_text);
+        /* an EOS later: the tokens before it are kept; EOS is not in the cache */
+        if (third != first) {
+            r = gen_once(c, m, t, 6, 16, &third, 1, &toks, &kept, &total);
+            CHECK(r.stop == TS_GEN_STOP_EOS && kept >= 1 && kept <= 2 && total == kept + 1,
+                  "EOS later: stop %s, %d kept", ts_gen_stop_name(r.stop), kept);
+        }
+        /* the cache fills: 16 positions, 3 of prompt -> 13 forwarded + the last sampled */
+        r = gen_once(c, m, t, 100, 16, NULL, 0, &toks, &kept, &total);
+        CHECK(r.stop == TS_GEN_STOP_CTX && kept == 14 && ts_cpu_n_past(c) == 16,
+              "context full: stop %s, %d kept, n_past %d", ts_gen_stop_name(r.stop), kept, ts_cpu_n_past(c));
+        ts_gen_opts bad = {0, 16, {0, 0, 1, 0, 1, 0}, NULL, 0, NULL, 0, NULL, NULL};
+        ts_gen *g = NULL;
+        CHECK(ts_gen_new(c, m, t, &bad, &g, &err) == TS_ERR_ARG && strstr(err.msg, "max tokens"),
+              "max tokens 0: %s", err.msg);
+        bad.max_tokens = 1;
+        bad.n_ctx = 0;
+        CHECK(ts_gen_new(c, m, t, &bad, &g, &err) == TS_ERR_ARG && strstr(err.msg, "context"),
+              "context 0: %s", err.msg);
+        gen_once(NULL, NULL, NULL, 0, 0, NULL, 0, NULL, NULL, NULL); /* frees the last generator */
+    }
+    ts_cpu_free(c);
+    ts_tok_free(t);
+    ts_model_close(m);
+}
+
+int main(void) {
+    test_greedy();
+    test_top_p_min_p();
+    test_penalty();
+    test_threshold_path();
+    test_seed();
+    test_temperature_frequencies();
+    test_bad_opts();
+    test_stop_strings();
+    test_generate_stops();
+    return th_finish("test_sample");
+}
