@@ -101,29 +101,38 @@ static void layer_forward(ts_ref *r, int l, scratch *w, int S, int pos0) {
 
 static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
+/* Scratch for chunks of up to CH tokens, carved from one allocation (returned; caller frees). */
+static float *scratch_new(const ts_ref *r, int CH, scratch *w) {
+    const ts_config *c = &r->m->cfg;
+    int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
+    size_t sh = (size_t)CH * H;
+    float *buf = malloc(sizeof(float) * (4 * sh + 2 * (size_t)CH * Q + 2 * (size_t)CH * KV +
+                                         2 * (size_t)CH * F + (size_t)max3(H, Q, F) + (size_t)r->max_seq));
+    if (!buf) return NULL;
+    float *p = buf;
+    w->x = p, p += sh;
+    w->xn = p, p += sh;
+    w->o = p, p += 2 * sh;
+    w->q = p, p += (size_t)CH * Q;
+    w->att = p, p += (size_t)CH * Q;
+    w->k = p, p += (size_t)CH * KV;
+    w->v = p, p += (size_t)CH * KV;
+    w->g = p, p += (size_t)CH * F;
+    w->u = p, p += (size_t)CH * F;
+    w->row = p, p += max3(H, Q, F);
+    w->scores = p;
+    return buf;
+}
+
 ts_status ts_ref_layer(ts_ref *r, int l, float *x, int S, int pos0, ts_error *err) {
     const ts_config *c = &r->m->cfg;
     if (l < 0 || l >= c->n_layers || S < 1 || pos0 < 0 || pos0 + S > r->max_seq)
         return ts_fail(err, TS_ERR_ARG, "ref layer %d: %d tokens at position %d do not fit %d layers / %d positions",
                        l, S, pos0, c->n_layers, r->max_seq);
-    int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
-    size_t sh = (size_t)S * H;
-    float *buf = malloc(sizeof(float) * (4 * sh + 2 * (size_t)S * Q + 2 * (size_t)S * KV + 2 * (size_t)S * F +
-                                         (size_t)max3(H, Q, F) + (size_t)r->max_seq));
-    if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref layer: out of memory for scratch");
     scratch w;
-    float *p = buf;
-    w.x = x;
-    w.xn = p, p += sh;
-    w.o = p, p += 3 * sh;
-    w.q = p, p += (size_t)S * Q;
-    w.att = p, p += (size_t)S * Q;
-    w.k = p, p += (size_t)S * KV;
-    w.v = p, p += (size_t)S * KV;
-    w.g = p, p += (size_t)S * F;
-    w.u = p, p += (size_t)S * F;
-    w.row = p, p += max3(H, Q, F);
-    w.scores = p;
+    float *buf = scratch_new(r, S, &w);
+    if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref layer: out of memory for scratch");
+    w.x = x; /* the caller's rows are the layer's input and output */
     layer_forward(r, l, &w, S, pos0);
     free(buf);
     return TS_OK;
@@ -135,26 +144,10 @@ ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits,
     const ts_config *c = &m->cfg;
     ts_status st = ts_model_check_tokens(c, tokens, n, r->n_past, r->max_seq, "ref", err);
     if (st) return st;
-    int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
-    int CH = n < REF_CHUNK ? n : REF_CHUNK;
+    int H = c->n_embd, CH = n < REF_CHUNK ? n : REF_CHUNK;
     scratch w;
-    size_t sh = (size_t)CH * H;
-    float *buf = malloc(sizeof(float) * (4 * sh + 2 * (size_t)CH * Q + 2 * (size_t)CH * KV +
-                                         2 * (size_t)CH * F + (size_t)max3(H, Q, F) +
-                                         (size_t)r->max_seq));
+    float *buf = scratch_new(r, CH, &w);
     if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref forward: out of memory for scratch");
-    float *p = buf;
-    w.x = p, p += sh;
-    w.xn = p, p += sh;
-    w.o = p, p += 2 * sh;
-    w.q = p, p += (size_t)CH * Q;
-    w.att = p, p += (size_t)CH * Q;
-    w.k = p, p += (size_t)CH * KV;
-    w.v = p, p += (size_t)CH * KV;
-    w.g = p, p += (size_t)CH * F;
-    w.u = p, p += (size_t)CH * F;
-    w.row = p, p += max3(H, Q, F);
-    w.scores = p;
 
     for (int c0 = 0; c0 < n; c0 += CH) {
         int S = n - c0 < CH ? n - c0 : CH;
