@@ -3,12 +3,15 @@
 #define TS_TARGET_CPU_ATTN_H
 #include "target/cpu/cpu_features.h"
 
-typedef float (*ts_dot_fn)(const float *a, const float *b, int n);
-typedef void (*ts_axpy_fn)(float *y, float a, const float *x, int n); /* y += a * x */
+/* One query row of one head over n_ctx cached positions: out (hd) = softmax(q.k_j * scale) v_j.
+ * k, v point at the head's slice of position 0; rows are `stride` floats apart; scores is
+ * scratch of n_ctx floats. */
+typedef void (*ts_attn_row_fn)(float *out, const float *q, const float *k, const float *v, int n_ctx,
+                               int stride, int hd, float scale, float *scores);
 
-float ts_cpu_dot_scalar(const float *a, const float *b, int n);
-void ts_cpu_axpy_scalar(float *y, float a, const float *x, int n);
-float ts_cpu_dot_avx2(const float *a, const float *b, int n);
-void ts_cpu_axpy_avx2(float *y, float a, const float *x, int n);
+void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const float *v, int n_ctx,
+                            int stride, int hd, float scale, float *scores);
+void ts_cpu_attn_row_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx,
+                          int stride, int hd, float scale, float *scores);
 
 #endif

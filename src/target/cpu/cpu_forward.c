@@ -91,7 +91,7 @@ static void rope(float *v, int n_heads, int hd, const float *cs, const float *sn
         }
 }
 
-float ts_cpu_dot_scalar(const float *a, const float *b, int n) {
+static float dot_scalar(const float *a, const float *b, int n) {
     float s[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -100,8 +100,25 @@ float ts_cpu_dot_scalar(const float *a, const float *b, int n) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-void ts_cpu_axpy_scalar(float *y, float a, const float *x, int n) {
-    for (int i = 0; i < n; i++) y[i] += a * x[i];
+void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const float *v, int n_ctx,
+                            int stride, int hd, float scale, float *scores) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n_ctx; j++) {
+        scores[j] = dot_scalar(q, k + (size_t)j * stride, hd) * scale;
+        if (scores[j] > mx) mx = scores[j];
+    }
+    double sum = 0;
+    for (int j = 0; j < n_ctx; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += scores[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int i = 0; i < hd; i++) out[i] = 0;
+    for (int j = 0; j < n_ctx; j++) {
+        const float *vj = v + (size_t)j * stride;
+        float p = scores[j] * inv;
+        for (int i = 0; i < hd; i++) out[i] += p * vj[i];
+    }
 }
 
 /* Contiguous share [a, b) of n items for thread ith, boundaries on multiples of align. */
@@ -189,20 +206,8 @@ static void d2_attention(void *ctx, int ith, int nth) {
     split(c->S * nh, ith, nth, 1, &a, &b);
     for (int it = a; it < b; it++) {
         int s = it / nh, h = it % nh, n_ctx = c->pos0 + s + 1, g = h / group;
-        const float *q = c->qkv + (size_t)s * NT + (size_t)h * hd;
-        float mx = -INFINITY;
-        for (int j = 0; j < n_ctx; j++) {
-            sc[j] = c->dot(q, kc + (size_t)j * KV + (size_t)g * hd, hd) * scale;
-            if (sc[j] > mx) mx = sc[j];
-        }
-        double sum = 0;
-        for (int j = 0; j < n_ctx; j++) {
-            sc[j] = expf(sc[j] - mx);
-            sum += sc[j];
-        }
-        float inv = (float)(1.0 / sum), *out = c->att + (size_t)s * Q + (size_t)h * hd;
-        for (int i = 0; i < hd; i++) out[i] = 0;
-        for (int j = 0; j < n_ctx; j++) c->axpy(out, sc[j] * inv, vc + (size_t)j * KV + (size_t)g * hd, hd);
+        c->attn_row(c->att + (size_t)s * Q + (size_t)h * hd, c->qkv + (size_t)s * NT + (size_t)h * hd,
+                    kc + (size_t)g * hd, vc + (size_t)g * hd, n_ctx, KV, hd, scale, sc);
     }
 }
 
@@ -297,8 +302,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->c = cf;
     c->variant = v;
     c->gemm = ts_cpu_gemm_for(v);
-    c->dot = v >= TS_CPU_AVX2 ? ts_cpu_dot_avx2 : ts_cpu_dot_scalar;
-    c->axpy = v >= TS_CPU_AVX2 ? ts_cpu_axpy_avx2 : ts_cpu_axpy_scalar;
+    c->attn_row = v >= TS_CPU_AVX2 ? ts_cpu_attn_row_avx2 : ts_cpu_attn_row_scalar;
     c->max_seq = max_seq;
     c->chunk = max_seq < CPU_CHUNK ? max_seq : CPU_CHUNK;
     c->nth = nth;

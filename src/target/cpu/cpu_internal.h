@@ -28,8 +28,7 @@ struct ts_cpu {
     ts_pool *pool;
     ts_cpu_variant variant;
     ts_gemm_fn gemm;
-    ts_dot_fn dot;
-    ts_axpy_fn axpy;
+    ts_attn_row_fn attn_row;
     int max_seq, n_past, chunk, nth;
     cpu_layer *L;
     const uint16_t *embed, *lm_head;
