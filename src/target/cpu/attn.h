@@ -14,4 +14,13 @@ void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const fl
 void ts_cpu_attn_row_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx,
                           int stride, int hd, float scale, float *scores);
 
+/* T consecutive query rows of one head (prefill): row t attends positions 0..n_ctx0 + t - 1.
+ * Each cached key and value row is read once for the whole tile instead of once per query,
+ * which is what bounds prefill attention (the cache does not fit in L2).
+ * out: row t at out + t * out_stride; q: row t at q + t * q_stride; scores: T x (n_ctx0 + T - 1). */
+#define TS_ATTN_TILE 16
+void ts_cpu_attn_tile_avx2(float *out, int out_stride, const float *q, int q_stride, const float *k,
+                           const float *v, int n_ctx0, int T, int stride, int hd, float scale,
+                           float *scores);
+
 #endif

@@ -48,3 +48,58 @@ void ts_cpu_attn_row_avx2(float *out, const float *q, const float *k, const floa
     for (int i = 0; i < hd; i++) out[i] = 0;
     for (int j = 0; j < n_ctx; j++) axpy(out, scores[j] * inv, v + (size_t)j * stride, hd);
 }
+
+/* Dots of 8 query rows with one key row, reduced together: one transpose-add tree for the 8
+ * results instead of 8 separate horizontal sums. n % 8 == 0. */
+static inline __m256 dot8(const float *q, int q_stride, const float *kj, int n) {
+    __m256 a[8];
+    for (int t = 0; t < 8; t++) a[t] = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) {
+        __m256 kv = _mm256_loadu_ps(kj + i);
+#pragma GCC unroll 8
+        for (int t = 0; t < 8; t++) a[t] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)t * q_stride + i), kv, a[t]);
+    }
+    __m256 h0 = _mm256_hadd_ps(a[0], a[1]), h1 = _mm256_hadd_ps(a[2], a[3]);
+    __m256 h2 = _mm256_hadd_ps(a[4], a[5]), h3 = _mm256_hadd_ps(a[6], a[7]);
+    __m256 h01 = _mm256_hadd_ps(h0, h1), h23 = _mm256_hadd_ps(h2, h3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(h01, h23, 0x20), _mm256_permute2f128_ps(h01, h23, 0x31));
+}
+
+void ts_cpu_attn_tile_avx2(float *out, int out_stride, const float *q, int q_stride, const float *k,
+                           const float *v, int n_ctx0, int T, int stride, int hd, float scale,
+                           float *scores) {
+    int n_all = n_ctx0 + T - 1; /* keys the last row sees */
+    for (int j = 0; j < n_all; j++) {
+        const float *kj = k + (size_t)j * stride;
+        int t0 = j - n_ctx0 + 1 > 0 ? j - n_ctx0 + 1 : 0; /* first row that may see key j */
+        int t = t0;
+        if (hd % 8 == 0)
+            for (; t + 8 <= T; t += 8) {
+                float d[8];
+                _mm256_storeu_ps(d, _mm256_mul_ps(dot8(q + (size_t)t * q_stride, q_stride, kj, hd), _mm256_set1_ps(scale)));
+                for (int u = 0; u < 8; u++) scores[(size_t)(t + u) * n_all + j] = d[u];
+            }
+        for (; t < T; t++) scores[(size_t)t * n_all + j] = dot(q + (size_t)t * q_stride, kj, hd) * scale;
+    }
+    for (int t = 0; t < T; t++) {
+        float *sc = scores + (size_t)t * n_all, mx = -INFINITY;
+        int n = n_ctx0 + t;
+        for (int j = 0; j < n; j++)
+            if (sc[j] > mx) mx = sc[j];
+        double sum = 0;
+        for (int j = 0; j < n; j++) {
+            sc[j] = expf(sc[j] - mx);
+            sum += sc[j];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int j = 0; j < n; j++) sc[j] *= inv;
+        for (int j = n; j < n_all; j++) sc[j] = 0; /* causal mask */
+        float *o = out + (size_t)t * out_stride;
+        for (int i = 0; i < hd; i++) o[i] = 0;
+    }
+    for (int j = 0; j < n_all; j++) {
+        const float *vj = v + (size_t)j * stride;
+        int t0 = j - n_ctx0 + 1 > 0 ? j - n_ctx0 + 1 : 0;
+        for (int t = t0; t < T; t++) axpy(out + (size_t)t * out_stride, scores[(size_t)t * n_all + j], vj, hd);
+    }
+}

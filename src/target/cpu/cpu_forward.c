@@ -201,8 +201,21 @@ static void d2_attention(void *ctx, int ith, int nth) {
     int group = nh / cf->n_kv_heads, a, b;
     size_t layer_off = (size_t)c->layer * (size_t)c->max_seq * (size_t)KV;
     const float *kc = c->k_cache + layer_off, *vc = c->v_cache + layer_off;
-    float *sc = c->scores + (size_t)ith * (size_t)c->max_seq;
     float scale = (float)(1.0 / sqrt((double)hd));
+    if (c->variant >= TS_CPU_AVX2 && c->S > 1) {
+        /* Prefill: tiles of query rows per head, so each cached row is read once per tile. */
+        float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)c->max_seq;
+        int tiles = (c->S + TS_ATTN_TILE - 1) / TS_ATTN_TILE;
+        split(tiles * nh, ith, nth, 1, &a, &b);
+        for (int it = a; it < b; it++) {
+            int tile = it / nh, h = it % nh, s0 = tile * TS_ATTN_TILE, g = h / group;
+            int T = c->S - s0 < TS_ATTN_TILE ? c->S - s0 : TS_ATTN_TILE;
+            ts_cpu_attn_tile_avx2(c->att + (size_t)s0 * Q + (size_t)h * hd, Q, c->qkv + (size_t)s0 * NT + (size_t)h * hd,
+                                  NT, kc + (size_t)g * hd, vc + (size_t)g * hd, c->pos0 + s0 + 1, T, KV, hd, scale, sc);
+        }
+        return;
+    }
+    float *sc = c->scores + (size_t)ith * (size_t)c->max_seq;
     split(c->S * nh, ith, nth, 1, &a, &b);
     for (int it = a; it < b; it++) {
         int s = it / nh, h = it % nh, n_ctx = c->pos0 + s + 1, g = h / group;
@@ -318,7 +331,8 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->v_cache = malloc(kv * sizeof(float));
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));
     size_t CH = (size_t)c->chunk, NT = (size_t)Q + 2 * (size_t)KV, rt = (size_t)(H > hd ? H : hd) * 2;
-    size_t arena = CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * max_seq + (size_t)nth * rt;
+    size_t arena = CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * TS_ATTN_TILE * max_seq +
+                   (size_t)nth * rt;
     c->arena = malloc(arena * sizeof(float));
     if (!c->L || !c->owned || !c->k_cache || !c->v_cache || !c->inv_freq || !c->arena) {
         ts_cpu_free(c);
@@ -335,7 +349,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->g = p, p += CH * F;
     c->u = p, p += CH * F;
     c->h_p = p, p += CH * F;
-    c->scores = p, p += (size_t)nth * max_seq;
+    c->scores = p, p += (size_t)nth * TS_ATTN_TILE * max_seq;
     c->rowtmp = p;
     if (bind_weights(c) != 0) {
         ts_cpu_free(c);
