@@ -9,6 +9,9 @@
 typedef void (*ts_attn_row_fn)(float *out, const float *q, const float *k, const float *v, int n_ctx,
                                int stride, int hd, float scale, float *scores);
 
+/* In place: sc (n) <- softmax(sc). */
+void ts_cpu_softmax(float *sc, int n);
+
 void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const float *v, int n_ctx,
                             int stride, int hd, float scale, float *scores);
 void ts_cpu_attn_row_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx,

@@ -34,19 +34,10 @@ static inline void axpy(float *y, float a, const float *x, int n) {
 
 void ts_cpu_attn_row_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx,
                           int stride, int hd, float scale, float *scores) {
-    float mx = -INFINITY;
-    for (int j = 0; j < n_ctx; j++) {
-        scores[j] = dot(q, k + (size_t)j * stride, hd) * scale;
-        if (scores[j] > mx) mx = scores[j];
-    }
-    double sum = 0;
-    for (int j = 0; j < n_ctx; j++) {
-        scores[j] = expf(scores[j] - mx);
-        sum += scores[j];
-    }
-    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n_ctx; j++) scores[j] = dot(q, k + (size_t)j * stride, hd) * scale;
+    ts_cpu_softmax(scores, n_ctx);
     for (int i = 0; i < hd; i++) out[i] = 0;
-    for (int j = 0; j < n_ctx; j++) axpy(out, scores[j] * inv, v + (size_t)j * stride, hd);
+    for (int j = 0; j < n_ctx; j++) axpy(out, scores[j], v + (size_t)j * stride, hd);
 }
 
 /* Dots of 8 query rows with one key row, reduced together: one transpose-add tree for the 8
@@ -82,17 +73,9 @@ void ts_cpu_attn_tile_avx2(float *out, int out_stride, const float *q, int q_str
         for (; t < T; t++) scores[(size_t)t * n_all + j] = dot(q + (size_t)t * q_stride, kj, hd) * scale;
     }
     for (int t = 0; t < T; t++) {
-        float *sc = scores + (size_t)t * n_all, mx = -INFINITY;
+        float *sc = scores + (size_t)t * n_all;
         int n = n_ctx0 + t;
-        for (int j = 0; j < n; j++)
-            if (sc[j] > mx) mx = sc[j];
-        double sum = 0;
-        for (int j = 0; j < n; j++) {
-            sc[j] = expf(sc[j] - mx);
-            sum += sc[j];
-        }
-        float inv = (float)(1.0 / sum);
-        for (int j = 0; j < n; j++) sc[j] *= inv;
+        ts_cpu_softmax(sc, n);
         for (int j = n; j < n_all; j++) sc[j] = 0; /* causal mask */
         float *o = out + (size_t)t * out_stride;
         for (int i = 0; i < hd; i++) o[i] = 0;

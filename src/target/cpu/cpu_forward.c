@@ -91,36 +91,6 @@ static void rope(float *v, int n_heads, int hd, const float *cs, const float *sn
         }
 }
 
-static float dot_scalar(const float *a, const float *b, int n) {
-    float s[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
-    for (; i < n; i++) s[0] += a[i] * b[i];
-    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-}
-
-void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const float *v, int n_ctx,
-                            int stride, int hd, float scale, float *scores) {
-    float mx = -INFINITY;
-    for (int j = 0; j < n_ctx; j++) {
-        scores[j] = dot_scalar(q, k + (size_t)j * stride, hd) * scale;
-        if (scores[j] > mx) mx = scores[j];
-    }
-    double sum = 0;
-    for (int j = 0; j < n_ctx; j++) {
-        scores[j] = expf(scores[j] - mx);
-        sum += scores[j];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int i = 0; i < hd; i++) out[i] = 0;
-    for (int j = 0; j < n_ctx; j++) {
-        const float *vj = v + (size_t)j * stride;
-        float p = scores[j] * inv;
-        for (int i = 0; i < hd; i++) out[i] += p * vj[i];
-    }
-}
-
 /* Contiguous share [a, b) of n items for thread ith, boundaries on multiples of align. */
 static void split(int n, int ith, int nth, int align, int *a, int *b) {
     int units = (n + align - 1) / align, per = units / nth, rem = units % nth;

@@ -1,0 +1,40 @@
+/* Attention pieces shared by every variant: the softmax over one row of scores, and the
+ * scalar attention row (the portable fallback). */
+#include <math.h>
+#include <stddef.h>
+
+#include "target/cpu/attn.h"
+
+void ts_cpu_softmax(float *sc, int n) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++)
+        if (sc[j] > mx) mx = sc[j];
+    double sum = 0;
+    for (int j = 0; j < n; j++) {
+        sc[j] = expf(sc[j] - mx);
+        sum += sc[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < n; j++) sc[j] *= inv;
+}
+
+static float dot_scalar(const float *a, const float *b, int n) {
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    for (; i < n; i++) s[0] += a[i] * b[i];
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const float *v, int n_ctx,
+                            int stride, int hd, float scale, float *scores) {
+    for (int j = 0; j < n_ctx; j++) scores[j] = dot_scalar(q, k + (size_t)j * stride, hd) * scale;
+    ts_cpu_softmax(scores, n_ctx);
+    for (int i = 0; i < hd; i++) out[i] = 0;
+    for (int j = 0; j < n_ctx; j++) {
+        const float *vj = v + (size_t)j * stride;
+        for (int i = 0; i < hd; i++) out[i] += scores[j] * vj[i];
+    }
+}
+
