@@ -24,17 +24,6 @@ static const char *k_usage =
 
 #define LAST_PHASE 3
 
-static int mkdir_p(const char *path) {
-    char buf[4096];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-        *p = '/';
-    }
-    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
 
 static void default_out(const char *model, char *buf, size_t len) {
     char tmp[4096];
@@ -67,7 +56,7 @@ static int write_report(const char *outdir, int phase, json_t *rep, int forced, 
     snprintf(name, sizeof name, "phase%d.json", phase);
     if (forced) json_object_set_new(rep, "forced", json_true());
     char *path = ts_path_join(outdir, name);
-    int ok = path && mkdir_p(outdir) == 0 && json_dump_file(rep, path, JSON_INDENT(2)) == 0;
+    int ok = path && ts_mkdir_p(outdir) == 0 && json_dump_file(rep, path, JSON_INDENT(2)) == 0;
     if (!ok) fprintf(stderr, "tessera deploy: cannot write %s/%s\n", outdir, name);
     else if (!as_json) printf("report: %s\n", path);
     if (as_json) {

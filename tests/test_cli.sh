@@ -45,6 +45,7 @@ expect 0 "qwen3-4b-tiny" -- "$BIN" synth --list
 
 # synth -> inspect -> logits -> deploy on a tiny model
 expect 0 "wrote" -- "$BIN" synth llama-3.2-1b-tiny "$TMP/tiny" --seed 3
+expect 0 "wrote" -- "$BIN" synth qwen3-0.6b-tiny "$TMP/nested/dirs/model"  # parents are created
 expect 2 "refusing to overwrite" -- "$BIN" synth llama-3.2-1b-tiny "$TMP/tiny"
 expect 0 "GQA 8/2 heads" -- "$BIN" inspect "$TMP/tiny"
 expect 0 '"architecture": "LlamaForCausalLM"' -- "$BIN" inspect "$TMP/tiny" --json

@@ -23,6 +23,23 @@ char *ts_path_join(const char *dir, const char *name) {
     return p;
 }
 
+int ts_mkdir_p(const char *path) {
+    size_t n = strlen(path);
+    char *buf = malloc(n + 1);
+    if (!buf) return -1;
+    memcpy(buf, path, n + 1);
+    int rc = 0;
+    for (char *p = buf + 1; *p && !rc; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) rc = -1;
+        *p = '/';
+    }
+    if (!rc && mkdir(buf, 0755) != 0 && errno != EEXIST) rc = -1;
+    free(buf);
+    return rc;
+}
+
 int ts_dir_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);

@@ -22,6 +22,8 @@ ts_status ts_file_read_all(const char *path, size_t max_size, char **out, size_t
                            ts_error *err);
 int ts_file_exists(const char *path);
 int ts_dir_exists(const char *path);
+/* mkdir -p: creates path and any missing parents (mode 0755); 0 on success. */
+int ts_mkdir_p(const char *path);
 /* Joins dir and name into a malloc'd path; caller frees. NULL on allocation failure. */
 char *ts_path_join(const char *dir, const char *name);
 

@@ -303,7 +303,7 @@ ts_status ts_synth_write(const char *name, const char *out_dir, const ts_synth_o
     if (opts->layers < 0 || opts->layers > 4096)
         return ts_fail(err, TS_ERR_ARG, "--layers %d outside [1, 4096]", opts->layers);
     if (opts->layers > 0) p.layers = opts->layers;
-    if (mkdir(out_dir, 0755) != 0 && errno != EEXIST)
+    if (ts_mkdir_p(out_dir) != 0)
         return ts_fail(err, TS_ERR_IO, "%s: cannot create directory: %s", out_dir, strerror(errno));
     char *cfg_path = ts_path_join(out_dir, "config.json");
     char *st_path = ts_path_join(out_dir, "model.safetensors");
