@@ -50,7 +50,8 @@ demo: build
 	rm -rf $(DEMO_DIR)
 	$(BUILD)/tessera synth $(DEMO_PRESET) $(DEMO_DIR)
 	$(BUILD)/tessera inspect $(DEMO_DIR)
-	$(BUILD)/tessera deploy $(DEMO_DIR) --phases 0-3
+	$(BUILD)/tessera deploy $(DEMO_DIR) --phases 0-3 --out deployments/$(DEMO_PRESET)
+	@cat deployments/$(DEMO_PRESET)/report.md
 
 # Speed of the cpu target on full-size synth models (written once into $(BENCH_DIR)), with the
 # machine's own peaks measured in the same run. Prints ratios; never part of `make test`.
