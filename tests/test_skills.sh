@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Every skill has name/description front matter, and every `tessera COMMAND` it quotes is a
+# real subcommand when quoted as code (its --help exits 0), so the skills cannot drift from the CLI.
+set -u
+BIN=${TS_BIN:-build/tessera}
+DIR=$(cd "$(dirname "$0")/.." && pwd)/skills
+pass=0 fail=0
+for f in "$DIR"/*/SKILL.md; do
+    head -1 "$f" | grep -qx -- '---' && grep -q '^name: ' "$f" && grep -q '^description: ' "$f" \
+        && pass=$((pass + 1)) || { fail=$((fail + 1)); echo "FAIL: $f lacks front matter" >&2; }
+    name=$(sed -n 's/^name: //p' "$f" | head -1)
+    [ "$name" = "$(basename "$(dirname "$f")")" ] && pass=$((pass + 1)) \
+        || { fail=$((fail + 1)); echo "FAIL: $f name '$name' differs from its folder" >&2; }
+done
+for cmd in $(grep -ohE '`tessera [a-z]+' "$DIR"/*/SKILL.md | awk '{print $2}' | sort -u); do
+    if "$BIN" "$cmd" --help > /dev/null 2>&1; then pass=$((pass + 1))
+    else fail=$((fail + 1)); echo "FAIL: skills quote 'tessera $cmd', which is not a command" >&2; fi
+done
+echo "test_skills: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
