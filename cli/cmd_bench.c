@@ -72,7 +72,8 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!dir) return cli_usage("bench", k_usage, "expects MODEL_DIR");
     int sizes[MAX_SIZES], n_sizes = 0, max_s = (int)(decode_ctx + gen);
-    for (const char *p = prefill; *p && n_sizes < MAX_SIZES;) {
+    for (const char *p = prefill; *p;) {
+        if (n_sizes == MAX_SIZES) return cli_usage("bench", k_usage, "--prefill takes at most 8 sizes");
         long long v;
         char buf[32];
         size_t len = strcspn(p, ",");
@@ -84,6 +85,7 @@ int cmd_bench(int argc, char **argv) {
         if (v > max_s) max_s = (int)v;
         p += len + (p[len] == ',');
     }
+    if (n_sizes == 0) return cli_usage("bench", k_usage, "--prefill expects sizes like 128,512");
 
     double t0 = now_s();
     ts_error err;

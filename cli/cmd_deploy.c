@@ -128,7 +128,7 @@ int cmd_deploy(int argc, char **argv) {
         fprintf(out, "a gate failed: later phases were not run (--force runs them anyway)\n");
     /* The deployment directory is finalized whatever happened, so a failure is on record. */
     int nthreads = threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if ((s = ts_manifest_write(m, outdir, reports, nthreads, force, &err))) goto fail;
+    if ((s = ts_manifest_write(m, outdir, reports, nthreads, force && first_fail, &err))) goto fail;
     if (!as_json) printf("manifest: %s/manifest.json\nreport: %s/report.md\n", outdir, outdir);
     for (int p = 0; p < TS_N_PHASES; p++) json_decref(reports[p]);
     ts_model_close(m);

@@ -69,6 +69,7 @@ relcmp "$TMP/q.bin" "$G/logits_2.bin" 8 1e-4 "qwen2_bias ref logits" && ok || ba
 # the cpu target through the CLI agrees with the oracle and with HF
 expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/qc.bin" --target cpu --threads 2
 relcmp "$TMP/qc.bin" "$G/logits_2.bin" 8 1e-2 "qwen2_bias cpu-target logits" && ok || bad "cpu logits differ from HF golden"
+expect 64 "--prefill expects" -- "$BIN" bench "$TMP/tiny" --prefill ""
 expect 0 '"dispatches_per_layer": 3.00' -- "$BIN" bench "$TMP/tiny" --prefill 16,32 --decode 8 --gen 4 --trials 2 --json
 
 # --hidden writes the per-layer residual stream in the golden hidden format

@@ -74,6 +74,10 @@ double ts_softmax_prob(const float *x, int n, int id) {
     return exp((double)x[id] - mx) / sum;
 }
 
+double ts_worst_min(double worst, double v) { return isnan(worst) || isnan(v) ? NAN : fmin(worst, v); }
+double ts_worst_max(double worst, double v) { return isnan(worst) || isnan(v) ? NAN : fmax(worst, v); }
+void *ts_json_number(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
 void *ts_gate_row(const char *phase, const char *metric, double measured, FILE *out, int *all_pass) {
     const ts_threshold *t = ts_threshold_find(phase, metric);
     if (!t) return NULL;
@@ -82,8 +86,8 @@ void *ts_gate_row(const char *phase, const char *metric, double measured, FILE *
     const char *op = t->op == TS_GATE_GE ? ">=" : "<=";
     if (out)
         fprintf(out, "  %-22s %14.9g   %s %-10g %s\n", metric, measured, op, t->value, pass ? "PASS" : "FAIL");
-    return json_pack("{s:s, s:f, s:s, s:f, s:b}", "metric", metric, "measured",
-                     isfinite(measured) ? measured : -1.0, "op", op, "threshold", t->value, "pass", pass);
+    return json_pack("{s:s, s:o, s:s, s:f, s:b}", "metric", metric, "measured", ts_json_number(measured), "op", op,
+                     "threshold", t->value, "pass", pass);
 }
 
 int ts_argmax(const float *x, int n) {
@@ -91,6 +95,14 @@ int ts_argmax(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
+}
+
+/* num / sqrt(x * y), the shape of cosine and Pearson: NaN in, NaN out; a zero-norm side
+ * counts as agreement only when both are zero. */
+static double normalized(double num, double x, double y) {
+    if (isnan(num) || isnan(x) || isnan(y)) return NAN;
+    if (x > 0 && y > 0) return num / sqrt(x * y);
+    return x == y ? 1.0 : 0.0;
 }
 
 void ts_metrics_compute(const float *a, const float *b, int rows, int cols, ts_metrics *m) {
@@ -124,13 +136,13 @@ void ts_metrics_compute(const float *a, const float *b, int rows, int cols, ts_m
             va += (x - ma) * (x - ma);
             vb += (y - mb) * (y - mb);
         }
-        double rc = (ra > 0 && rb > 0) ? rab / sqrt(ra * rb) : (ra == rb ? 1.0 : 0.0);
-        if (!(rc >= m->min_row_cosine)) m->min_row_cosine = rc; /* also catches NaN */
+        double rc = normalized(rab, ra, rb);
+        m->min_row_cosine = ts_worst_min(m->min_row_cosine, rc);
         if (ts_argmax(ar, cols) == ts_argmax(br, cols)) m->top1_match++;
     }
     m->rel_l2 = sb > 0 ? sqrt(sd / sb) : sqrt(sd);
-    m->cosine = (sa > 0 && sb > 0) ? sab / sqrt(sa * sb) : (sa == sb ? 1.0 : 0.0);
-    m->pearson = (va > 0 && vb > 0) ? cov / sqrt(va * vb) : (va == vb ? 1.0 : 0.0);
+    m->cosine = normalized(sab, sa, sb);
+    m->pearson = normalized(cov, va, vb);
     if (m->nonfinite) {
         m->rel_l2 = m->pearson = m->cosine = m->min_row_cosine = NAN;
     }

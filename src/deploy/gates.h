@@ -43,6 +43,11 @@ const ts_threshold *ts_phase2_row_cosine(int head_dim);
  * line to out (may be NULL), clears *all_pass on failure and returns the row as JSON
  * (a json_t *, returned as void * so this header needs no jansson). */
 void *ts_gate_row(const char *phase, const char *metric, double measured, FILE *out, int *all_pass);
+/* Running worst values where a NaN, once seen, stays (fmin/fmax alone would drop it). */
+double ts_worst_min(double worst, double v);
+double ts_worst_max(double worst, double v);
+/* A JSON number, or null for NaN/Inf (jansson refuses non-finite reals); a json_t *. */
+void *ts_json_number(double v);
 /* Measured value of a named metric from a ts_metrics. */
 double ts_metric_value(const ts_metrics *m, const char *metric);
 

@@ -32,7 +32,10 @@ static json_t *identity(const ts_model *m, ts_error *err, ts_status *s) {
     ts_config_features(&m->cfg, feat, sizeof feat);
     json_object_set_new(id, "features", json_string(feat));
     json_object_set_new(id, "n_params", json_integer((json_int_t)m->n_params));
-    if ((*s = ts_sha256_file(m->config_path, hex, err))) return id;
+    if ((*s = ts_sha256_file(m->config_path, hex, err))) {
+        json_decref(files);
+        return id;
+    }
     json_object_set_new(id, "config_sha256", json_string(hex));
     for (int i = 0; i < m->store.n_maps; i++) {
         const ts_mmap *mp = &m->store.maps[i];
@@ -87,9 +90,12 @@ static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHA
         size_t i;
         json_t *g;
         json_array_foreach(json_object_get(reports[p], "gates"), i, g) {
-            fprintf(f, "| %d %s | %s | %.9g | %s %g | %s |\n", p, names[p],
-                    json_string_value(json_object_get(g, "metric")),
-                    json_number_value(json_object_get(g, "measured")),
+            const json_t *mv = json_object_get(g, "measured");
+            char meas[32];
+            if (json_is_number(mv)) snprintf(meas, sizeof meas, "%.9g", json_number_value(mv));
+            else snprintf(meas, sizeof meas, "NaN/Inf");
+            fprintf(f, "| %d %s | %s | %s | %s %g | %s |\n", p, names[p],
+                    json_string_value(json_object_get(g, "metric")), meas,
                     json_string_value(json_object_get(g, "op")), json_number_value(json_object_get(g, "threshold")),
                     json_is_true(json_object_get(g, "pass")) ? "PASS" : "**FAIL**");
         }

@@ -9,7 +9,7 @@
 #define TS_N_PHASES 8
 
 /* reports[p]: phase p's report object or NULL when it did not run (borrowed). threads: the
- * cpu target's thread count. forced: --force was given. */
+ * cpu target's thread count. forced: a gate failed and --force ran the later phases anyway. */
 ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *const reports[TS_N_PHASES],
                             int threads, int forced, ts_error *err);
 

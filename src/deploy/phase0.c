@@ -106,13 +106,13 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
                 ts_metrics mt;
                 ts_metrics_compute(logits, g.seqs[k].logits, n, V, &mt);
                 double top1 = ts_metric_value(&mt, "top1_frac");
-                worst_top1 = fmin(worst_top1, top1);
-                worst_p = isnan(mt.pearson) ? NAN : fmin(worst_p, mt.pearson);
-                worst_rel = isnan(mt.rel_l2) ? NAN : fmax(worst_rel, mt.rel_l2);
+                worst_top1 = ts_worst_min(worst_top1, top1);
+                worst_p = ts_worst_min(worst_p, mt.pearson);
+                worst_rel = ts_worst_max(worst_rel, mt.rel_l2);
                 json_object_set_new(js, "top1_match", json_integer(mt.top1_match));
-                json_object_set_new(js, "pearson", json_real(mt.pearson));
-                json_object_set_new(js, "rel_l2", json_real(mt.rel_l2));
-                json_object_set_new(js, "max_abs", json_real(mt.max_abs));
+                json_object_set_new(js, "pearson", (json_t *)ts_json_number(mt.pearson));
+                json_object_set_new(js, "rel_l2", (json_t *)ts_json_number(mt.rel_l2));
+                json_object_set_new(js, "max_abs", (json_t *)ts_json_number(mt.max_abs));
                 if (out)
                     fprintf(out, "  seq %d: %3d tokens  top-1 %d/%d  pearson %.9f  rel_l2 %.3e  max_abs %.3e\n",
                             k, n, mt.top1_match, n, mt.pearson, mt.rel_l2, mt.max_abs);
@@ -123,7 +123,7 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
                         ts_metrics hm;
                         size_t off = (size_t)l * n * H;
                         ts_metrics_compute(hidden + off, g.seqs[k].hidden + off, n, H, &hm);
-                        json_array_append_new(layers, json_real(hm.rel_l2));
+                        json_array_append_new(layers, (json_t *)ts_json_number(hm.rel_l2));
                         wl = fmax(wl, hm.rel_l2);
                     }
                     json_object_set_new(js, "hidden_rel_l2", layers);

@@ -115,15 +115,16 @@ ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
                 json_decref(rep), json_decref(rows), json_decref(gates);
                 return s;
             }
-            worst_rel = isnan(mt.rel_l2) || isnan(worst_rel) ? NAN : fmax(worst_rel, mt.rel_l2);
-            worst_p = isnan(mt.pearson) || isnan(worst_p) ? NAN : fmin(worst_p, mt.pearson);
+            worst_rel = ts_worst_max(worst_rel, mt.rel_l2);
+            worst_p = ts_worst_min(worst_p, mt.pearson);
             bad += (double)mt.nonfinite;
             if (out)
                 fprintf(out, "  %-10s %5d %7d %6d %11.3e %13.9f %10.3f\n", k[i].step, S, N, K, mt.rel_l2,
                         mt.pearson, ms);
-            json_array_append_new(rows, json_pack("{s:s, s:i, s:i, s:i, s:f, s:f, s:I, s:f}", "step", k[i].step,
-                                                  "S", S, "N", N, "K", K, "rel_l2", mt.rel_l2, "pearson",
-                                                  mt.pearson, "nonfinite", (json_int_t)mt.nonfinite, "ms", ms));
+            json_array_append_new(rows, json_pack("{s:s, s:i, s:i, s:i, s:o, s:o, s:I, s:f}", "step", k[i].step,
+                                                  "S", S, "N", N, "K", K, "rel_l2", ts_json_number(mt.rel_l2),
+                                                  "pearson", ts_json_number(mt.pearson), "nonfinite",
+                                                  (json_int_t)mt.nonfinite, "ms", ms));
         }
     }
     int pass = 1;
@@ -172,15 +173,16 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         float *nr = xr + (size_t)S * H, *nc = xc + (size_t)S * H;
         if ((s = ts_ref_layer(r, l, nr, 1, S, err)) || (s = ts_cpu_layer(cp, l, nc, 1, S, err))) break;
         ts_metrics_compute(nc, nr, 1, H, &dec);
-        worst_cos = fmin(worst_cos, fmin(pre.cosine, dec.cosine));
-        worst_row = fmin(worst_row, pre.min_row_cosine);
-        if (pre.nonfinite || dec.nonfinite) worst_cos = worst_row = NAN;
+        worst_cos = ts_worst_min(ts_worst_min(worst_cos, pre.cosine), dec.cosine);
+        worst_row = ts_worst_min(worst_row, pre.min_row_cosine);
+        if (pre.nonfinite || dec.nonfinite) worst_cos = worst_row = NAN; /* sticky from here on */
         if (out)
             fprintf(out, "  layer %3d: prefill cosine %.7f, per-position min %.7f, rel_l2 %.2e; decode cosine %.7f\n", l,
                     pre.cosine, pre.min_row_cosine, pre.rel_l2, dec.cosine);
-        json_array_append_new(rows, json_pack("{s:i, s:f, s:f, s:f, s:f}", "layer", l, "cosine", pre.cosine,
-                                              "min_row_cosine", pre.min_row_cosine, "rel_l2", pre.rel_l2,
-                                              "decode_cosine", dec.cosine));
+        json_array_append_new(rows, json_pack("{s:i, s:o, s:o, s:o, s:o}", "layer", l, "cosine",
+                                              ts_json_number(pre.cosine), "min_row_cosine",
+                                              ts_json_number(pre.min_row_cosine), "rel_l2", ts_json_number(pre.rel_l2),
+                                              "decode_cosine", ts_json_number(dec.cosine)));
     }
     int pass = 1;
     if (!s) {
@@ -257,12 +259,18 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         }
         ts_metrics mt;
         ts_metrics_compute(lc, lr, n, V, &mt);
+        for (int p = 0; p < n; p++) /* a NaN hides from argmax and rank: count such rows */
+            for (int v = 0; v < V; v++)
+                if (!isfinite(lc[(size_t)p * V + v])) {
+                    viol++;
+                    break;
+                }
         violations += viol, decisive += dec, positions += n;
         if (out)
             fprintf(out, "  prompt %d: %2d tokens, %2d decisive, violations %d, logits cosine %.7f\n", k, n, dec, viol,
                     mt.cosine);
-        json_array_append_new(prompts, json_pack("{s:i, s:i, s:i, s:f}", "tokens", n, "decisive", dec,
-                                                 "violations", viol, "cosine", mt.cosine));
+        json_array_append_new(prompts, json_pack("{s:i, s:i, s:i, s:o}", "tokens", n, "decisive", dec,
+                                                 "violations", viol, "cosine", ts_json_number(mt.cosine)));
     }
     for (int k = 0; k < P3_LOCKSTEP && !s; k++) {
         prompt_tokens(c, o->seed, 100 + k, toks, 8);
@@ -273,6 +281,12 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         int same = 0, viol = 0;
         for (; same < P3_GEN; same++) {
             int32_t ta = ts_argmax(a, V), tb = ts_argmax(b, V);
+            int finite = 1;
+            for (int v = 0; v < V && finite; v++) finite = isfinite(b[v]);
+            if (!finite) {
+                viol = 1;
+                break;
+            }
             if (ta != tb) {
                 viol = ts_rank_of(a, V, tb) >= topk || ts_rank_of(b, V, ta) >= topk;
                 break;
