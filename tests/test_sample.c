@@ -385,7 +385,32 @@ static void test_generate_stops(void) {
     ts_model_close(m);
 }
 
+/* All-NaN, all -inf and +inf logits must give a valid id at once, whatever the options. */
+static void degenerate_logits(void) {
+    enum { V = 100 };
+    ts_sample_opts opts[3];
+    for (int k = 0; k < 3; k++) ts_sample_opts_default(&opts[k]);
+    opts[1].top_k = 0; /* the threshold path */
+    opts[2].temp = 1e-40f; /* turns ordinary logits into +-inf */
+    for (int k = 0; k < 3; k++) {
+        ts_sampler *s;
+        ts_error err;
+        if (ts_sampler_new(V, &opts[k], &s, &err)) {
+            CHECK(0, "%s", err.msg);
+            continue;
+        }
+        for (int kind = 0; kind < 3; kind++) {
+            float l[V];
+            for (int i = 0; i < V; i++) l[i] = kind == 0 ? NAN : (kind == 1 ? -INFINITY : (float)(i % 7) - 3.0f);
+            int32_t id = ts_sampler_sample(s, l);
+            CHECK(id >= 0 && id < V, "options %d, logits kind %d: id %d", k, kind, id);
+        }
+        ts_sampler_free(s);
+    }
+}
+
 int main(void) {
+    degenerate_logits();
     test_greedy();
     test_top_p_min_p();
     test_penalty();

@@ -519,7 +519,31 @@ static void test_cli(void) {
     printf("cli          tokenize --ids / listing / --bos / malformed file checked\n");
 }
 
+/* A Split whose pattern is a plain string (not a regex) compiles as a literal: PCRE2 refuses
+ * UCP with LITERAL, which once made such files fail to load. */
+static void split_string_pattern(void) {
+    static const char js[] =
+        "{\"version\":\"1.0\",\"added_tokens\":[],\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\","
+        "\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"String\":\"x\"},\"behavior\":\"Isolated\","
+        "\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
+        "\"use_regex\":false}]},\"post_processor\":null,\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{"
+        "\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"x\":2,\"ab\":3},\"merges\":[\"a b\"]}}";
+    ts_tok *t = NULL;
+    ts_error err;
+    ts_status st = ts_tok_load_json(js, sizeof js - 1, "string-split", NULL, &t, &err);
+    CHECK(st == TS_OK, "Split with a String pattern: %s", st ? err.msg : "");
+    if (st) return;
+    int32_t *ids = NULL;
+    int n = 0;
+    CHECK(ts_tok_encode(t, "abxab", 5, 0, &ids, &n, &err) == TS_OK && n == 3 && ids[0] == 3 && ids[1] == 2 &&
+              ids[2] == 3,
+          "\"abxab\" split on the literal x: %d ids", n);
+    free(ids);
+    ts_tok_free(t);
+}
+
 int main(void) {
+    split_string_pattern();
     test_golden();
     test_threads();
     test_cli();

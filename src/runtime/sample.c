@@ -197,6 +197,19 @@ static void select_by_threshold(ts_sampler *s, const float *logits) {
     }
 }
 
+/* Non-finite logits (a broken model, an extreme temperature) must not reach the samplers,
+ * whose thresholds would turn NaN and never converge: NaN counts as -inf, and without a finite
+ * maximum the first maximum wins. Returns 1 when that fallback applies. */
+static int degenerate(float *logits, int V, int *best) {
+    int b = 0;
+    for (int i = 0; i < V; i++) {
+        if (isnan(logits[i])) logits[i] = -INFINITY;
+        if (logits[i] > logits[b]) b = i;
+    }
+    *best = b;
+    return !isfinite(logits[b]);
+}
+
 int32_t ts_sampler_sample(ts_sampler *s, float *logits) {
     const ts_sample_opts *o = &s->o;
     int V = s->n_vocab;
@@ -206,13 +219,17 @@ int32_t ts_sampler_sample(ts_sampler *s, float *logits) {
             *l = *l > 0 ? *l / o->repeat_penalty : *l * o->repeat_penalty;
         }
     if (o->temp <= 0) {
-        int best = 0; /* first maximum, as torch.argmax */
-        for (int i = 1; i < V; i++)
-            if (logits[i] > logits[best]) best = i;
+        int best; /* first maximum, as torch.argmax (NaN counts as -inf) */
+        degenerate(logits, V, &best);
         s->n_cand = 0;
         return best;
     }
     for (int i = 0; i < V; i++) logits[i] /= o->temp;
+    int best;
+    if (degenerate(logits, V, &best)) {
+        s->n_cand = 0;
+        return best;
+    }
     if (o->top_k > 0) {
         select_candidates(s, logits, o->top_k);
         softmax_cand(s);

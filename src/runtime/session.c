@@ -342,8 +342,7 @@ ts_status ts_session_chat(ts_session *s, const char *user_msg, ts_gen_result *re
     if (!st) st = run_tokens(s, all, n, res, err);
     if (!st && tb_put(&s->kv_text, full + from, flen - from)) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
     if (!st) {
-        /* The cache now holds every kept token but the last; the last becomes pending, and the
-         * text of all of them (specials included) extends kv_text. */
+        /* The text of every kept token (specials included) extends kv_text. */
         int kept;
         const int32_t *toks = ts_gen_tokens(s->gen, &kept, NULL);
         char *txt = NULL;
@@ -351,7 +350,9 @@ ts_status ts_session_chat(ts_session *s, const char *user_msg, ts_gen_result *re
         if (kept) st = ts_tok_decode(s->tok, toks, kept, 0, &txt, &tl, err);
         if (!st && tb_put(&s->kv_text, txt ? txt : "", tl)) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
         free(txt);
-        s->pending = kept ? toks[kept - 1] : -1;
+        /* After an EOS stop every kept token was already fed (the EOS was sampled from the
+         * last one's logits); after the other stops the last kept one was not. */
+        s->pending = kept && res->stop != TS_GEN_STOP_EOS ? toks[kept - 1] : -1;
     }
     if (!st) st = push_msg(s, "assistant", s->reply.p ? s->reply.p : "", s->reply.len, err);
     if (st) {

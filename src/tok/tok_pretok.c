@@ -105,7 +105,8 @@ ts_status tok_stage_regex(tok_stage *st, const char *pattern, size_t len, int is
                           const char *where, ts_error *err) {
     int code;
     PCRE2_SIZE off;
-    uint32_t opts = PCRE2_UTF | PCRE2_UCP | (is_regex ? 0 : PCRE2_LITERAL);
+    /* PCRE2 refuses UCP together with LITERAL; a literal needs no character classes anyway. */
+    uint32_t opts = PCRE2_UTF | (is_regex ? PCRE2_UCP : PCRE2_LITERAL);
     tok_buf rw = {0};
     if (is_regex) {
         if (rewrite(pattern, len, &rw) || tok_buf_put(&rw, "", 0)) {
