@@ -136,7 +136,6 @@ static void d1_attn_in(void *ctx, int ith, int nth) {
     }
     ts_pool_barrier(c->pool);
     split(S, ith, nth, 1, &a, &b);
-    float *cs = tmp, *sn = tmp + hd / 2;
     size_t layer_off = (size_t)c->layer * (size_t)c->max_seq * (size_t)KV;
     for (int s = a; s < b; s++) {
         float *q = c->qkv + (size_t)s * NT, *k = q + Q, *v = k + KV;
@@ -151,11 +150,7 @@ static void d1_attn_in(void *ctx, int ith, int nth) {
             for (int h = 0; h < cf->n_kv_heads; h++) rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, L->k_norm, hd, cf->rms_eps);
         }
         int pos = c->pos0 + s;
-        for (int i = 0; i < hd / 2; i++) {
-            float ang = (float)pos * c->inv_freq[i];
-            cs[i] = (float)cos((double)ang);
-            sn[i] = (float)sin((double)ang);
-        }
+        const float *cs = c->rope_cs + (size_t)s * hd, *sn = cs + hd / 2;
         rope(q, cf->n_heads, hd, cs, sn);
         rope(k, cf->n_kv_heads, hd, cs, sn);
         memcpy(c->k_cache + layer_off + (size_t)pos * KV, k, sizeof(float) * (size_t)KV);
@@ -303,7 +298,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));
     size_t CH = (size_t)c->chunk, NT = (size_t)Q + 2 * (size_t)KV, rt = (size_t)(H > hd ? H : hd) * 2;
     size_t arena = CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * TS_ATTN_TILE * max_seq +
-                   (size_t)nth * rt;
+                   (size_t)nth * rt + CH * (size_t)hd;
     c->arena = malloc(arena * sizeof(float));
     if (!c->L || !c->owned || !c->k_cache || !c->v_cache || !c->inv_freq || !c->arena) {
         ts_cpu_free(c);
@@ -321,7 +316,8 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->u = p, p += CH * F;
     c->h_p = p, p += CH * F;
     c->scores = p, p += (size_t)nth * TS_ATTN_TILE * max_seq;
-    c->rowtmp = p;
+    c->rowtmp = p, p += (size_t)nth * rt;
+    c->rope_cs = p;
     if (bind_weights(c) != 0) {
         ts_cpu_free(c);
         return ts_fail(err, TS_ERR_NOMEM, "cpu session: out of memory converting weights to BF16");
@@ -356,6 +352,23 @@ long ts_cpu_dispatches(const ts_cpu *c) { return ts_pool_regions(c->pool); }
 size_t ts_cpu_converted_bytes(const ts_cpu *c) { return c->converted; }
 ts_pool *ts_cpu_pool(ts_cpu *c) { return c->pool; }
 
+/* Sets the rows of the next dispatches and their RoPE cos/sin, once per chunk rather than
+ * once per layer (every layer rotates the same positions). The angle is rounded to float
+ * before cos/sin, as the oracle and transformers do. */
+static void set_rows(ts_cpu *c, int S, int pos0) {
+    int half = c->c->head_dim / 2;
+    c->S = S;
+    c->pos0 = pos0;
+    for (int s = 0; s < S; s++) {
+        float *cs = c->rope_cs + (size_t)s * 2 * half;
+        for (int i = 0; i < half; i++) {
+            float ang = (float)(pos0 + s) * c->inv_freq[i];
+            cs[i] = (float)cos((double)ang);
+            cs[half + i] = (float)sin((double)ang);
+        }
+    }
+}
+
 ts_status ts_cpu_layer(ts_cpu *c, int l, float *x, int S, int pos0, ts_error *err) {
     const ts_config *cf = c->c;
     if (l < 0 || l >= cf->n_layers || S < 1 || S > c->chunk || pos0 < 0 || pos0 + S > c->max_seq)
@@ -363,8 +376,7 @@ ts_status ts_cpu_layer(ts_cpu *c, int l, float *x, int S, int pos0, ts_error *er
                        l, S, pos0, c->chunk, c->max_seq);
     size_t bytes = sizeof(float) * (size_t)S * (size_t)cf->n_embd;
     memcpy(c->x, x, bytes);
-    c->S = S;
-    c->pos0 = pos0;
+    set_rows(c, S, pos0);
     c->layer = l;
     ts_pool_run(c->pool, d1_attn_in, c);
     ts_pool_run(c->pool, d2_attention, c);
@@ -381,8 +393,7 @@ ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits,
     int H = cf->n_embd, L = cf->n_layers;
     for (int c0 = 0; c0 < n; c0 += c->chunk) {
         int S = n - c0 < c->chunk ? n - c0 : c->chunk;
-        c->S = S;
-        c->pos0 = c->n_past + c0;
+        set_rows(c, S, c->n_past + c0);
         for (int s = 0; s < S; s++)
             ts_dtype_to_f32(TS_DTYPE_BF16, c->embed, (size_t)tokens[c0 + s] * (size_t)H, (size_t)H,
                             c->x + (size_t)s * H);

@@ -39,6 +39,7 @@ struct ts_cpu {
     float *k_cache, *v_cache, *inv_freq;
     float *arena;
     float *x, *xn_p, *qkv, *att, *att_p, *o, *g, *u, *h_p, *scores, *rowtmp;
+    float *rope_cs; /* (chunk, head_dim): cos then sin for each row's position */
     /* per-call state read by the dispatch functions */
     int S, pos0, layer, lg_row0, lg_rows;
     ts_tile_entry tiles[CPU_MAX_TILES];
