@@ -93,7 +93,7 @@ int cmd_bench(int argc, char **argv) {
     ts_status s = ts_model_open(dir, &m, &err);
     if (s) return cli_fail("bench", s, &err);
     ts_cpu *cp;
-    ts_cpu_opts o = {(int)threads, -1};
+    ts_cpu_opts o = {.n_threads = (int)threads, .force_variant = -1};
     if ((s = ts_cpu_new(m, max_s, &o, &cp, &err))) {
         ts_model_close(m);
         return cli_fail("bench", s, &err);

@@ -78,7 +78,7 @@ int cmd_logits(int argc, char **argv) {
     ts_model *m = NULL;
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
-    ts_cpu_opts co = {(int)threads, -1};
+    ts_cpu_opts co = {.n_threads = (int)threads, .force_variant = -1};
     float *logits = NULL, *hidden = NULL;
     ts_status s = ts_model_open(model, &m, &err);
     if (!s) s = use_cpu ? ts_cpu_new(m, n, &co, &cp, &err) : ts_ref_new(m, n, &r, &err);

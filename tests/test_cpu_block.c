@@ -35,7 +35,7 @@ static void check(const char *preset, const char *root) {
     float *lr = malloc(sizeof(float) * (size_t)n * V), *lc = malloc(sizeof(float) * (size_t)n * V);
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
-    ts_cpu_opts o = {2, -1};
+    ts_cpu_opts o = {.n_threads = 2, .force_variant = -1};
     if (ts_ref_new(m, n, &r, &err) || ts_cpu_new(m, n, &o, &cp, &err)) {
         CHECK(0, "%s: %s", preset, err.msg);
         goto done;

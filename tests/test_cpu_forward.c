@@ -49,7 +49,7 @@ static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
     float *hr = malloc(sizeof(float) * nh), *hc = malloc(sizeof(float) * nh);
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
-    ts_cpu_opts o = {2, (int)v};
+    ts_cpu_opts o = {.n_threads = 2, .force_variant = (int)v};
     CHECK(ts_ref_new(m, NTOK + NGEN, &r, &err) == TS_OK, "%s", err.msg);
     CHECK(ts_cpu_new(m, NTOK + NGEN, &o, &cp, &err) == TS_OK, "%s: %s", name, err.msg);
     if (!r || !cp) goto done;
@@ -108,7 +108,7 @@ static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
     /* Decode must equal prefill, and thread count must not change a bit. */
     {
         ts_cpu *c1 = NULL, *c3 = NULL;
-        ts_cpu_opts o1 = {1, (int)v}, o3 = {3, (int)v};
+        ts_cpu_opts o1 = {.n_threads = 1, .force_variant = (int)v}, o3 = {.n_threads = 3, .force_variant = (int)v};
         float *l1 = malloc(sizeof(float) * nl), *step = malloc(sizeof(float) * V);
         CHECK(ts_cpu_new(m, NTOK, &o1, &c1, &err) == TS_OK && ts_cpu_new(m, NTOK, &o3, &c3, &err) == TS_OK, "%s", err.msg);
         if (c1 && c3) {
@@ -163,7 +163,7 @@ static void check_hf(const char *name, ts_cpu_variant v) {
     int V = ts_model_n_vocab(m);
     float *lg = malloc(sizeof(float) * (size_t)q->n_tokens * V);
     ts_cpu *cp;
-    ts_cpu_opts o = {2, (int)v};
+    ts_cpu_opts o = {.n_threads = 2, .force_variant = (int)v};
     if (ts_cpu_new(m, q->n_tokens, &o, &cp, &err) == TS_OK) {
         CHECK(ts_cpu_forward(cp, q->tokens, q->n_tokens, lg, 1, NULL, &err) == TS_OK, "%s", err.msg);
         ts_metrics mt;

@@ -336,7 +336,7 @@ static void test_generate_stops(void) {
     ts_model *m = NULL;
     ts_tok *t = NULL;
     ts_cpu *c = NULL;
-    ts_cpu_opts co = {2, -1};
+    ts_cpu_opts co = {.n_threads = 2, .force_variant = -1};
     ts_status s = ts_synth_write("qwen3-0.6b-tiny", dir, &so, &err);
     if (!s) s = ts_model_open(dir, &m, &err);
     if (!s) s = ts_tok_load(tokp, &t, &err);

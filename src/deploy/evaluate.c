@@ -116,7 +116,7 @@ static void determinism(checks *k, const ts_model *m, int threads, uint64_t seed
     float *lg = malloc(sizeof(float) * (size_t)c->n_vocab);
     for (int r = 0; r < 2 && lg; r++) {
         ts_cpu *cp;
-        ts_cpu_opts o = {threads, -1};
+        ts_cpu_opts o = {.n_threads = threads, .force_variant = -1};
         if (ts_cpu_new(m, P + G, &o, &cp, &e)) {
             note(k, 2, "%s", e.msg);
             free(lg);

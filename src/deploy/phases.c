@@ -150,7 +150,7 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
                      c->n_layers - 1 - (int)(o->seed % (uint64_t)(c->n_layers > 3 ? 2 : 1))};
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
-    ts_cpu_opts co = {o->threads, -1};
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1};
     float *xr = malloc(sizeof(float) * (size_t)(S + 1) * H), *xc = malloc(sizeof(float) * (size_t)(S + 1) * H);
     json_t *rep = json_object(), *rows = json_array(), *gates = json_array();
     ts_status s = TS_OK;
@@ -225,7 +225,7 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
     int V = c->n_vocab, maxlen = 64 + P3_GEN;
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
-    ts_cpu_opts co = {o->threads, -1};
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1};
     float *lr = malloc(sizeof(float) * 64 * (size_t)V), *lc = malloc(sizeof(float) * 64 * (size_t)V);
     int32_t toks[64];
     json_t *rep = json_object(), *prompts = json_array(), *runs = json_array(), *gates = json_array();

@@ -213,7 +213,7 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
     if (!st) {
         const ts_config *cf = ts_model_config(s->m);
         if (s->o.n_ctx <= 0) s->o.n_ctx = cf->max_pos > 0 && cf->max_pos < 4096 ? cf->max_pos : 4096;
-        ts_cpu_opts co = {o->n_threads, -1};
+        ts_cpu_opts co = {.n_threads = o->n_threads, .force_variant = -1};
         st = ts_cpu_new(s->m, s->o.n_ctx, &co, &s->cpu, err);
     }
     if (!st) {

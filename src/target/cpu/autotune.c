@@ -123,7 +123,31 @@ ts_status ts_cpu_autotune(ts_cpu *c, int S, FILE *log, ts_error *err) {
     return s;
 }
 
-int ts_cpu_tiles(const ts_cpu *c, const ts_tile_entry **out) {
-    *out = c->tiles;
+int ts_cpu_tiles_get(const ts_cpu *c, ts_cpu_tile_rec *out, int max) {
+    int n = c->n_tiles < max ? c->n_tiles : max;
+    for (int i = 0; i < n; i++) {
+        const ts_tile_entry *e = &c->tiles[i];
+        out[i] = (ts_cpu_tile_rec){e->bucket, e->n, e->k, e->tile.ms, e->tile.nr, e->tile.sb, e->gflops};
+    }
     return c->n_tiles;
+}
+
+/* Tiles from a manifest: only shapes this model runs and tile values the kernels accept, so a
+ * hand-edited manifest cannot select an out-of-range tile. */
+ts_status ts_cpu_tiles_set(ts_cpu *c, const ts_cpu_tile_rec *in, int n, ts_error *err) {
+    const ts_config *cf = c->c;
+    int H = cf->n_embd, Q = cf->n_heads * cf->head_dim, KV = cf->n_kv_heads * cf->head_dim, F = cf->n_ff;
+    for (int i = 0; i < n; i++) {
+        const ts_cpu_tile_rec *r = &in[i];
+        int shape_ok = (r->n == Q && r->k == H) || (r->n == KV && r->k == H) || (r->n == H && r->k == Q) ||
+                       (r->n == F && r->k == H) || (r->n == H && r->k == F) || (r->n == cf->n_vocab && r->k == H);
+        if (r->bucket < 1 || r->bucket > 3 || !shape_ok || r->ms < 1 || r->ms > 3 ||
+            (r->nr != 1 && r->nr != 2 && r->nr != 4) || r->sb < 1 || r->sb > 4096)
+            return ts_fail(err, TS_ERR_FORMAT,
+                           "tile %d (bucket %d, N %d, K %d, tile %dx%d block %d) is not a tile this model and "
+                           "kernel accept: bucket 1-3, N x K one of the model's GEMM shapes, ms 1-3, nr 1/2/4, "
+                           "block 1-4096", i, r->bucket, r->n, r->k, r->ms, r->nr, r->sb);
+        record(c, r->bucket, r->n, r->k, (ts_gemm_tile){r->ms, r->nr, r->sb}, r->gflops);
+    }
+    return TS_OK;
 }

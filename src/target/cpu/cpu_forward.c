@@ -1,10 +1,7 @@
-/* The cpu target's forward pass. Per layer, three parallel regions:
- *   D1 [attn_norm -> pack -> q/k/v GEMM (+bias) -> q/k norm -> rope -> KV store]
- *   D2 [attention over the KV cache, one (position, head) pair per work item]
- *   D3 [pack -> o_proj + residual -> ffn_norm -> gate/up GEMM -> silu*mul -> down + residual]
- * and one more per forward for [final_norm -> lm_head] on the rows that need logits.
- * Phases inside a region are separated by pool barriers; every buffer lives in one arena
- * allocated at creation, so nothing is allocated per token. */
+/* The cpu target's session: weights bound once (borrowed from the mmap when BF16), one arena
+ * for every activation buffer and the KV cache, so nothing is allocated per token; the
+ * forward pass runs each layer's stages (cpu_steps.c) and one more dispatch per forward for
+ * [final_norm -> lm_head] on the rows that need logits. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,9 +26,14 @@ static void *own(ts_cpu *c, size_t bytes) {
 }
 
 static const uint16_t *mat(ts_cpu *c, const ts_tensor *t) {
-    if (t->dtype == TS_DTYPE_BF16) return t->data; /* zero-copy */
+    if (t->dtype == TS_DTYPE_BF16 && !(c->disable & TS_OPT_ZERO_COPY)) return t->data; /* zero-copy */
     uint16_t *w = own(c, (size_t)t->numel * sizeof *w);
     if (!w) return NULL;
+    if (t->dtype == TS_DTYPE_BF16) { /* the copying baseline phase 4 measures against */
+        memcpy(w, t->data, (size_t)t->numel * sizeof *w);
+        c->converted += (size_t)t->numel * sizeof *w;
+        return w;
+    }
     float buf[256];
     for (int64_t i = 0; i < t->numel; i += 256) {
         size_t k = (size_t)(t->numel - i < 256 ? t->numel - i : 256);
@@ -72,185 +74,6 @@ static int bind_weights(ts_cpu *c) {
     return c->embed && c->lm_head && c->final_norm ? 0 : -1;
 }
 
-/* ---- small row kernels (plain C: a small share of the time) ---- */
-
-static void rmsnorm(float *out, const float *x, const float *w, int n, double eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float r = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * r);
-}
-
-static void rope(float *v, int n_heads, int hd, const float *cs, const float *sn) {
-    int half = hd / 2;
-    for (int h = 0; h < n_heads; h++, v += hd)
-        for (int i = 0; i < half; i++) {
-            float x0 = v[i], x1 = v[i + half];
-            v[i] = x0 * cs[i] - x1 * sn[i];
-            v[i + half] = x1 * cs[i] + x0 * sn[i];
-        }
-}
-
-/* Contiguous share [a, b) of n items for thread ith, boundaries on multiples of align. */
-static void split(int n, int ith, int nth, int align, int *a, int *b) {
-    int units = (n + align - 1) / align, per = units / nth, rem = units % nth;
-    int u0 = ith * per + (ith < rem ? ith : rem), u1 = u0 + per + (ith < rem);
-    *a = u0 * align < n ? u0 * align : n;
-    *b = u1 * align < n ? u1 * align : n;
-}
-
-int ts_cpu_s_bucket(int S) { return S == 1 ? 1 : (S < 16 ? 2 : 3); }
-
-ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K) {
-    int b = ts_cpu_s_bucket(S);
-    for (int i = 0; i < c->n_tiles; i++)
-        if (c->tiles[i].bucket == b && c->tiles[i].n == N && c->tiles[i].k == K) return c->tiles[i].tile;
-    return ts_cpu_gemm_default_tile(S, N, K);
-}
-
-/* ---- D1: attention input ---- */
-static void d1_attn_in(void *ctx, int ith, int nth) {
-    ts_cpu *c = ctx;
-    const ts_config *cf = c->c;
-    const cpu_layer *L = &c->L[c->layer];
-    int S = c->S, H = cf->n_embd, hd = cf->head_dim, Q = cf->n_heads * hd, KV = cf->n_kv_heads * hd;
-    int NT = Q + 2 * KV, a, b;
-    float *tmp = c->rowtmp + (size_t)ith * (size_t)(H > hd ? H : hd) * 2;
-    split(S, ith, nth, 1, &a, &b);
-    for (int s = a; s < b; s++) {
-        rmsnorm(tmp, c->x + (size_t)s * H, L->attn_norm, H, cf->rms_eps);
-        ts_cpu_pack_row(c->xn_p + (size_t)s * H, tmp, H);
-    }
-    ts_pool_barrier(c->pool);
-    split(NT, ith, nth, 4, &a, &b);
-    const struct {
-        const uint16_t *w;
-        int off, n;
-    } parts[3] = {{L->wq, 0, Q}, {L->wk, Q, KV}, {L->wv, Q + KV, KV}};
-    for (int p = 0; p < 3; p++) {
-        int lo = a > parts[p].off ? a : parts[p].off;
-        int hi = b < parts[p].off + parts[p].n ? b : parts[p].off + parts[p].n;
-        if (lo < hi)
-            c->gemm(c->qkv + parts[p].off, NT, c->xn_p, H, parts[p].w, H, S, lo - parts[p].off,
-                    hi - parts[p].off, ts_cpu_tile_for(c, S, parts[p].n, H));
-    }
-    ts_pool_barrier(c->pool);
-    split(S, ith, nth, 1, &a, &b);
-    size_t layer_off = (size_t)c->layer * (size_t)c->max_seq * (size_t)KV;
-    for (int s = a; s < b; s++) {
-        float *q = c->qkv + (size_t)s * NT, *k = q + Q, *v = k + KV;
-        if (L->bq)
-            for (int i = 0; i < Q; i++) q[i] += L->bq[i];
-        if (L->bk)
-            for (int i = 0; i < KV; i++) k[i] += L->bk[i];
-        if (L->bv)
-            for (int i = 0; i < KV; i++) v[i] += L->bv[i];
-        if (L->q_norm) {
-            for (int h = 0; h < cf->n_heads; h++) rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, L->q_norm, hd, cf->rms_eps);
-            for (int h = 0; h < cf->n_kv_heads; h++) rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, L->k_norm, hd, cf->rms_eps);
-        }
-        int pos = c->pos0 + s;
-        const float *cs = c->rope_cs + (size_t)s * hd, *sn = cs + hd / 2;
-        rope(q, cf->n_heads, hd, cs, sn);
-        rope(k, cf->n_kv_heads, hd, cs, sn);
-        memcpy(c->k_cache + layer_off + (size_t)pos * KV, k, sizeof(float) * (size_t)KV);
-        memcpy(c->v_cache + layer_off + (size_t)pos * KV, v, sizeof(float) * (size_t)KV);
-    }
-}
-
-/* ---- D2: attention ---- */
-static void d2_attention(void *ctx, int ith, int nth) {
-    ts_cpu *c = ctx;
-    const ts_config *cf = c->c;
-    int hd = cf->head_dim, nh = cf->n_heads, Q = nh * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV;
-    int group = nh / cf->n_kv_heads, a, b;
-    size_t layer_off = (size_t)c->layer * (size_t)c->max_seq * (size_t)KV;
-    const float *kc = c->k_cache + layer_off, *vc = c->v_cache + layer_off;
-    float scale = (float)(1.0 / sqrt((double)hd));
-    if (c->variant >= TS_CPU_AVX2 && c->S > 1) {
-        /* Prefill: tiles of query rows per head, so each cached row is read once per tile. */
-        float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)c->max_seq;
-        int tiles = (c->S + TS_ATTN_TILE - 1) / TS_ATTN_TILE;
-        split(tiles * nh, ith, nth, 1, &a, &b);
-        for (int it = a; it < b; it++) {
-            int tile = it / nh, h = it % nh, s0 = tile * TS_ATTN_TILE, g = h / group;
-            int T = c->S - s0 < TS_ATTN_TILE ? c->S - s0 : TS_ATTN_TILE;
-            ts_cpu_attn_tile_avx2(c->att + (size_t)s0 * Q + (size_t)h * hd, Q, c->qkv + (size_t)s0 * NT + (size_t)h * hd,
-                                  NT, kc + (size_t)g * hd, vc + (size_t)g * hd, c->pos0 + s0 + 1, T, KV, hd, scale, sc);
-        }
-        return;
-    }
-    float *sc = c->scores + (size_t)ith * (size_t)c->max_seq;
-    split(c->S * nh, ith, nth, 1, &a, &b);
-    for (int it = a; it < b; it++) {
-        int s = it / nh, h = it % nh, n_ctx = c->pos0 + s + 1, g = h / group;
-        c->attn_row(c->att + (size_t)s * Q + (size_t)h * hd, c->qkv + (size_t)s * NT + (size_t)h * hd,
-                    kc + (size_t)g * hd, vc + (size_t)g * hd, n_ctx, KV, hd, scale, sc);
-    }
-}
-
-/* ---- D3: attention output and FFN ---- */
-static void d3_ffn(void *ctx, int ith, int nth) {
-    ts_cpu *c = ctx;
-    const ts_config *cf = c->c;
-    const cpu_layer *L = &c->L[c->layer];
-    int S = c->S, H = cf->n_embd, Q = cf->n_heads * cf->head_dim, F = cf->n_ff, a, b;
-    float *tmp = c->rowtmp + (size_t)ith * (size_t)(H > cf->head_dim ? H : cf->head_dim) * 2;
-    split(S, ith, nth, 1, &a, &b);
-    for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * Q, c->att + (size_t)s * Q, Q);
-    ts_pool_barrier(c->pool);
-    split(H, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->o, H, c->att_p, Q, L->wo, Q, S, a, b, ts_cpu_tile_for(c, S, H, Q));
-    for (int s = 0; s < S; s++) {
-        float *x = c->x + (size_t)s * H, *o = c->o + (size_t)s * H;
-        for (int n = a; n < b; n++) x[n] += o[n] + (L->bo ? L->bo[n] : 0.0f);
-    }
-    ts_pool_barrier(c->pool);
-    split(S, ith, nth, 1, &a, &b);
-    for (int s = a; s < b; s++) {
-        rmsnorm(tmp, c->x + (size_t)s * H, L->ffn_norm, H, cf->rms_eps);
-        ts_cpu_pack_row(c->xn_p + (size_t)s * H, tmp, H);
-    }
-    ts_pool_barrier(c->pool);
-    /* 16-aligned shares: each thread packs whole blocks of its own h columns. */
-    split(F, ith, nth, TS_GEMM_KBLOCK, &a, &b);
-    if (a < b) {
-        c->gemm(c->g, F, c->xn_p, H, L->wg, H, S, a, b, ts_cpu_tile_for(c, S, F, H));
-        c->gemm(c->u, F, c->xn_p, H, L->wu, H, S, a, b, ts_cpu_tile_for(c, S, F, H));
-        for (int s = 0; s < S; s++) {
-            float *g = c->g + (size_t)s * F, *u = c->u + (size_t)s * F;
-            for (int n = a; n < b; n++) {
-                float gv = g[n] + (L->bg ? L->bg[n] : 0.0f), uv = u[n] + (L->bu ? L->bu[n] : 0.0f);
-                g[n] = gv / (1.0f + expf(-gv)) * uv;
-            }
-            ts_cpu_pack_row(c->h_p + (size_t)s * F + a, g + a, b - a);
-        }
-    }
-    ts_pool_barrier(c->pool);
-    split(H, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->o, H, c->h_p, F, L->wd, F, S, a, b, ts_cpu_tile_for(c, S, H, F));
-    for (int s = 0; s < S; s++) {
-        float *x = c->x + (size_t)s * H, *o = c->o + (size_t)s * H;
-        for (int n = a; n < b; n++) x[n] += o[n] + (L->bd ? L->bd[n] : 0.0f);
-    }
-}
-
-/* ---- final norm + LM head on rows [lg_row0, lg_row0 + lg_rows) of the chunk ---- */
-static void d4_logits(void *ctx, int ith, int nth) {
-    ts_cpu *c = ctx;
-    const ts_config *cf = c->c;
-    int H = cf->n_embd, V = cf->n_vocab, R = c->lg_rows, a, b;
-    float *tmp = c->rowtmp + (size_t)ith * (size_t)(H > cf->head_dim ? H : cf->head_dim) * 2;
-    split(R, ith, nth, 1, &a, &b);
-    for (int r = a; r < b; r++) {
-        rmsnorm(tmp, c->x + (size_t)(c->lg_row0 + r) * H, c->final_norm, H, cf->rms_eps);
-        ts_cpu_pack_row(c->xn_p + (size_t)r * H, tmp, H);
-    }
-    ts_pool_barrier(c->pool);
-    split(V, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->lg_out, V, c->xn_p, H, c->lm_head, H, R, a, b, ts_cpu_tile_for(c, R, V, H));
-}
-
 /* ---- session ---- */
 
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
@@ -285,6 +108,8 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->max_seq = max_seq;
     c->chunk = max_seq < CPU_CHUNK ? max_seq : CPU_CHUNK;
     c->nth = nth;
+    c->disable = o ? o->disable & TS_OPT_ALL : 0;
+    if (o && o->fault) c->has_fault = 1, c->fault = *o->fault;
     ts_status s = ts_pool_new(nth, &c->pool, err);
     if (s) {
         ts_cpu_free(c);
@@ -300,7 +125,9 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     size_t arena = CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * TS_ATTN_TILE * max_seq +
                    (size_t)nth * rt + CH * (size_t)hd;
     c->arena = malloc(arena * sizeof(float));
-    if (!c->L || !c->owned || !c->k_cache || !c->v_cache || !c->inv_freq || !c->arena) {
+    if (c->disable & TS_OPT_LAST_LOGITS) c->lg_all = malloc(CH * (size_t)cf->n_vocab * sizeof(float));
+    if (!c->L || !c->owned || !c->k_cache || !c->v_cache || !c->inv_freq || !c->arena ||
+        ((c->disable & TS_OPT_LAST_LOGITS) && !c->lg_all)) {
         ts_cpu_free(c);
         return ts_fail(err, TS_ERR_NOMEM, "cpu session: cannot allocate %zu MiB of KV cache and arena",
                        (2 * kv + arena) * sizeof(float) >> 20);
@@ -341,10 +168,18 @@ void ts_cpu_free(ts_cpu *c) {
     free(c->v_cache);
     free(c->inv_freq);
     free(c->arena);
+    free(c->lg_all);
     free(c);
 }
 
 void ts_cpu_reset(ts_cpu *c) { c->n_past = 0; }
+void ts_cpu_truncate(ts_cpu *c, int n) {
+    if (n >= 0 && n < c->n_past) c->n_past = n;
+}
+int ts_cpu_dispatches_per_layer(const ts_cpu *c) {
+    if (!(c->disable & TS_OPT_FUSED)) return 3;
+    return TS_N_STEPS - (c->c->qk_norm ? 0 : 1);
+}
 int ts_cpu_n_past(const ts_cpu *c) { return c->n_past; }
 ts_cpu_variant ts_cpu_variant_of(const ts_cpu *c) { return c->variant; }
 int ts_cpu_threads(const ts_cpu *c) { return c->nth; }
@@ -378,9 +213,7 @@ ts_status ts_cpu_layer(ts_cpu *c, int l, float *x, int S, int pos0, ts_error *er
     memcpy(c->x, x, bytes);
     set_rows(c, S, pos0);
     c->layer = l;
-    ts_pool_run(c->pool, d1_attn_in, c);
-    ts_pool_run(c->pool, d2_attention, c);
-    ts_pool_run(c->pool, d3_ffn, c);
+    ts_cpu_run_layer(c);
     memcpy(x, c->x, bytes);
     return TS_OK;
 }
@@ -400,18 +233,112 @@ ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits,
         if (hidden) memcpy(hidden + (size_t)c0 * H, c->x, sizeof(float) * (size_t)S * H);
         for (int l = 0; l < L; l++) {
             c->layer = l;
-            ts_pool_run(c->pool, d1_attn_in, c);
-            ts_pool_run(c->pool, d2_attention, c);
-            ts_pool_run(c->pool, d3_ffn, c);
+            ts_cpu_run_layer(c);
             if (hidden) memcpy(hidden + ((size_t)(l + 1) * n + c0) * H, c->x, sizeof(float) * (size_t)S * H);
         }
         if (logits && (all_logits || c0 + S == n)) {
-            c->lg_row0 = all_logits ? 0 : S - 1;
-            c->lg_rows = all_logits ? S : 1;
-            c->lg_out = logits + (all_logits ? (size_t)c0 * cf->n_vocab : 0);
-            ts_pool_run(c->pool, d4_logits, c);
+            /* Without the last-token optimization every row of the chunk goes through the
+             * LM head, as a naive port would do, and the caller gets the rows it asked for. */
+            int every = all_logits || (c->disable & TS_OPT_LAST_LOGITS);
+            c->lg_row0 = every ? 0 : S - 1;
+            c->lg_rows = every ? S : 1;
+            c->lg_out = all_logits ? logits + (size_t)c0 * cf->n_vocab : (every ? c->lg_all : logits);
+            ts_cpu_dispatch(c, ts_cpu_lm_head, CPU_PROF_LM_HEAD);
+            if (!all_logits && every)
+                memcpy(logits, c->lg_all + (size_t)(S - 1) * cf->n_vocab, sizeof(float) * (size_t)cf->n_vocab);
         }
     }
     c->n_past += n;
     return TS_OK;
+}
+
+/* ---- one step alone (diagnosis) ---- */
+
+static void unpack_rows(float *dst, const float *packed, int S, int n) {
+    for (int s = 0; s < S; s++) ts_cpu_unpack_row(dst + (size_t)s * n, packed + (size_t)s * n, n);
+}
+static void pack_rows(float *packed, const float *src, int S, int n) {
+    for (int s = 0; s < S; s++) ts_cpu_pack_row(packed + (size_t)s * n, src + (size_t)s * n, n);
+}
+
+/* Moves q, k, v between the step state (three arrays) and the session's interleaved rows. */
+static void qkv_io(ts_cpu *c, ts_step_state *st, int S, int to_session) {
+    int Q = c->c->n_heads * c->c->head_dim, KV = c->c->n_kv_heads * c->c->head_dim, NT = Q + 2 * KV;
+    for (int s = 0; s < S; s++) {
+        float *row = c->qkv + (size_t)s * NT;
+        float *parts[3] = {st->q + (size_t)s * Q, st->k + (size_t)s * KV, st->v + (size_t)s * KV};
+        int off[3] = {0, Q, Q + KV}, n[3] = {Q, KV, KV};
+        for (int p = 0; p < 3; p++) {
+            if (to_session) memcpy(row + off[p], parts[p], sizeof(float) * (size_t)n[p]);
+            else memcpy(parts[p], row + off[p], sizeof(float) * (size_t)n[p]);
+        }
+    }
+}
+
+ts_status ts_cpu_step(ts_cpu *c, int l, ts_step step, ts_step_state *st, int S, int pos0, ts_error *err) {
+    const ts_config *cf = c->c;
+    int H = cf->n_embd, Q = cf->n_heads * cf->head_dim, KV = cf->n_kv_heads * cf->head_dim, F = cf->n_ff;
+    if (l < 0 || l >= cf->n_layers || (int)step < 0 || step >= TS_N_STEPS || S < 1 || S > c->chunk || pos0 < 0 ||
+        pos0 + S > c->max_seq)
+        return ts_fail(err, TS_ERR_ARG, "cpu step %d of layer %d: %d tokens at position %d do not fit (chunk %d)",
+                       (int)step, l, S, pos0, c->chunk);
+    size_t xb = sizeof(float) * (size_t)S * H;
+    set_rows(c, S, pos0);
+    c->layer = l;
+    switch (step) { /* inputs */
+    case TS_STEP_ATTN_NORM:
+    case TS_STEP_FFN_NORM: memcpy(c->x, st->x, xb); break;
+    case TS_STEP_QKV:
+    case TS_STEP_GATE_UP: pack_rows(c->xn_p, st->xn, S, H); break;
+    case TS_STEP_QK_NORM:
+    case TS_STEP_ROPE: qkv_io(c, st, S, 1); break;
+    case TS_STEP_ATTENTION: {
+        qkv_io(c, st, S, 1);
+        size_t off = (size_t)l * (size_t)c->max_seq * (size_t)KV + (size_t)pos0 * KV;
+        memcpy(c->k_cache + off, st->k, sizeof(float) * (size_t)S * KV);
+        memcpy(c->v_cache + off, st->v, sizeof(float) * (size_t)S * KV);
+        break;
+    }
+    case TS_STEP_O_PROJ:
+        memcpy(c->att, st->att, sizeof(float) * (size_t)S * Q);
+        memcpy(c->x, st->x, xb);
+        break;
+    case TS_STEP_DOWN:
+        pack_rows(c->h_p, st->h, S, F);
+        memcpy(c->x, st->x, xb);
+        break;
+    default: break;
+    }
+    ts_cpu_run_stage(c, step);
+    switch (step) { /* outputs */
+    case TS_STEP_ATTN_NORM:
+    case TS_STEP_FFN_NORM: unpack_rows(st->xn, c->xn_p, S, H); break;
+    case TS_STEP_QKV:
+    case TS_STEP_QK_NORM:
+    case TS_STEP_ROPE: qkv_io(c, st, S, 0); break;
+    case TS_STEP_ATTENTION: memcpy(st->att, c->att, sizeof(float) * (size_t)S * Q); break;
+    case TS_STEP_GATE_UP: unpack_rows(st->h, c->h_p, S, F); break;
+    case TS_STEP_O_PROJ:
+    case TS_STEP_DOWN: memcpy(st->x, c->x, xb); break;
+    default: break;
+    }
+    return TS_OK;
+}
+
+/* ---- profile ---- */
+
+int ts_cpu_profile(const ts_cpu *c, ts_cpu_prof *out, int max) {
+    static const char *const groups[4] = {"D1 attn_norm..rope", "D2 attention", "D3 o_proj..down", "lm_head"};
+    int n = 0;
+    for (int i = 0; i < CPU_N_PROF && n < max; i++) {
+        if (!c->prof_calls[i]) continue;
+        out[n++] = (ts_cpu_prof){i < CPU_PROF_STEP0 ? groups[i] : ts_step_name((ts_step)(i - CPU_PROF_STEP0)),
+                                 c->prof_calls[i], c->prof_ms[i]};
+    }
+    return n;
+}
+
+void ts_cpu_profile_reset(ts_cpu *c) {
+    memset(c->prof_ms, 0, sizeof c->prof_ms);
+    memset(c->prof_calls, 0, sizeof c->prof_calls);
 }

@@ -8,6 +8,7 @@
 
 #define CPU_CHUNK 256 /* tokens per prefill chunk: bounds the arena */
 #define CPU_MAX_TILES 64
+#define CPU_N_PROF (4 + TS_N_STEPS)
 
 /* One autotuned choice: GEMM tile for (S bucket, N, K). */
 typedef struct ts_tile_entry {
@@ -45,10 +46,29 @@ struct ts_cpu {
     ts_tile_entry tiles[CPU_MAX_TILES];
     int n_tiles;
     float *lg_out;
+    float *lg_all;      /* (chunk, n_vocab) when the last-token LM head is switched off */
+    unsigned disable;   /* TS_OPT_* turned off */
+    int has_fault;
+    ts_cpu_fault fault;
+    int st_first, st_last; /* stages of the region being run (cpu_steps.c) */
+    double prof_ms[CPU_N_PROF];
+    long prof_calls[CPU_N_PROF];
 };
 
+/* Profile slots: the three fused groups, the LM head, then one per step (unfused plans). */
+enum { CPU_PROF_D1, CPU_PROF_D2, CPU_PROF_D3, CPU_PROF_LM_HEAD, CPU_PROF_STEP0 };
+
+/* cpu_steps.c: the step list as stages; a fused plan runs a group of stages in one region
+ * separated by barriers, an unfused plan runs each stage as its own region. */
+void ts_cpu_run_layer(ts_cpu *c);
+void ts_cpu_run_stage(ts_cpu *c, ts_step step);
+/* Runs fn as one timed parallel region into profile slot `slot`. */
+void ts_cpu_dispatch(ts_cpu *c, ts_pool_fn fn, int slot);
+void ts_cpu_lm_head(void *ctx, int ith, int nth);
+/* Contiguous share [a, b) of n items for thread ith, boundaries on multiples of align. */
+void ts_cpu_split(int n, int ith, int nth, int align, int *a, int *b);
+
 int ts_cpu_s_bucket(int S);
-int ts_cpu_tiles(const ts_cpu *c, const ts_tile_entry **out);
 ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K);
 
 #endif

@@ -7,13 +7,27 @@
 #include <stdio.h>
 
 #include "model/model.h"
+#include "plan/steps.h"
 #include "target/cpu/cpu_features.h"
 
 typedef struct ts_cpu ts_cpu;
 
+/* A deliberate kernel fault for testing diagnosis (`tessera deploy --inject-fault`): the
+ * step's output is corrupted after its kernel runs, in every layer or in one. */
+typedef struct ts_cpu_fault {
+    ts_step step;
+    int nan;   /* 1: one NaN in the first row; 0: one element in 16 has its sign flipped */
+    int layer; /* -1: every layer */
+} ts_cpu_fault;
+
+/* "STEP[:nan][@LAYER]" -> fault; TS_ERR_ARG with the list of step names when malformed. */
+ts_status ts_cpu_fault_parse(const char *spec, ts_cpu_fault *f, ts_error *err);
+
 typedef struct ts_cpu_opts {
     int n_threads;          /* 0: all online cores */
     int force_variant;      /* -1: best the CPU supports; else a ts_cpu_variant (tests) */
+    unsigned disable;       /* TS_OPT_* optimizations turned off (phases 4-5); 0: full plan */
+    const ts_cpu_fault *fault; /* NULL: none */
 } ts_cpu_opts;
 
 /* max_seq: KV cache capacity. Non-BF16 matrices (F32/F16 checkpoints) are converted to BF16
@@ -31,6 +45,24 @@ ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits,
 /* One layer alone (phase-2 blocks): same contract as ts_ref_layer; n <= the prefill chunk. */
 ts_status ts_cpu_layer(ts_cpu *c, int layer, float *x, int n, int pos0, ts_error *err);
 
+/* Keeps the first n positions of the KV cache (n <= n_past): benchmarks rerun decode from
+ * the same context. */
+void ts_cpu_truncate(ts_cpu *c, int n);
+
+/* One step of one layer alone on the named buffers of st (plan/steps.h), with the same
+ * contract as ts_ref_step: the diagnosis hands it the oracle's inputs. S <= the chunk. */
+ts_status ts_cpu_step(ts_cpu *c, int layer, ts_step step, ts_step_state *st, int S, int pos0, ts_error *err);
+
+/* Time spent per dispatch since creation or the last reset: fused plans report their three
+ * groups and the LM head; unfused plans report each step. */
+typedef struct ts_cpu_prof {
+    const char *name;
+    long calls;
+    double ms;
+} ts_cpu_prof;
+int ts_cpu_profile(const ts_cpu *c, ts_cpu_prof *out, int max);
+void ts_cpu_profile_reset(ts_cpu *c);
+
 ts_cpu_variant ts_cpu_variant_of(const ts_cpu *c);
 int ts_cpu_threads(const ts_cpu *c);
 /* Parallel regions run so far (dispatches), and bytes of weights converted at load. */
@@ -39,6 +71,15 @@ size_t ts_cpu_converted_bytes(const ts_cpu *c);
 /* Times candidate GEMM tiles for every shape of the model at prefill size S and at decode,
  * keeps the fastest that passes the phase-1 gate; progress lines go to log (may be NULL). */
 ts_status ts_cpu_autotune(ts_cpu *c, int S, FILE *log, ts_error *err);
+/* Autotuned tiles: export for a manifest and import from one (tile.ms, nr, sb as in gemm.h). */
+typedef struct ts_cpu_tile_rec {
+    int bucket, n, k, ms, nr, sb;
+    double gflops;
+} ts_cpu_tile_rec;
+int ts_cpu_tiles_get(const ts_cpu *c, ts_cpu_tile_rec *out, int max);
+ts_status ts_cpu_tiles_set(ts_cpu *c, const ts_cpu_tile_rec *in, int n, ts_error *err);
+/* Dispatches per layer of this session's plan. */
+int ts_cpu_dispatches_per_layer(const ts_cpu *c);
 /* The session's thread pool (benchmarks run their probes on it). */
 struct ts_pool *ts_cpu_pool(ts_cpu *c);
 

@@ -14,6 +14,14 @@ void ts_cpu_pack_row(float *dst, const float *src, int K) {
         }
 }
 
+void ts_cpu_unpack_row(float *dst, const float *src, int K) {
+    for (int b = 0; b < K; b += TS_GEMM_KBLOCK)
+        for (int i = 0; i < 8; i++) {
+            dst[b + 2 * i] = src[b + i];
+            dst[b + 2 * i + 1] = src[b + 8 + i];
+        }
+}
+
 void ts_cpu_gemm_bf16_scalar(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
                              int S, int n0, int n1, ts_gemm_tile tile) {
     (void)tile;

@@ -12,6 +12,8 @@
 
 /* dst (K) <- src (K) in the packed order; K % 16 == 0. */
 void ts_cpu_pack_row(float *dst, const float *src, int K);
+/* The inverse: dst (K) in natural order <- packed src (K). */
+void ts_cpu_unpack_row(float *dst, const float *src, int K);
 
 /* Register-tile shape of the vector kernel: rows of x by rows of W. */
 typedef struct ts_gemm_tile {

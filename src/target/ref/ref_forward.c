@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "model/model.h"
 #include "target/ref/ref_kernels.h"
+#include "target/ref/ref_steps.h"
 
 /* Tokens per chunk: bounds the scratch size; chunking does not change results because
  * attention reads earlier chunks from the cache. */
@@ -59,44 +60,68 @@ typedef struct scratch {
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *row, *scores;
 } scratch;
 
-static void layer_forward(ts_ref *r, int l, scratch *w, int S, int pos0) {
+/* One step of layer l on rows [0, S) at positions pos0.. (the step list in plan/steps.h). */
+static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0) {
     const ts_config *c = &r->m->cfg;
     const ts_layer_w *L = &r->m->layers[l];
     int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
     size_t layer_off = (size_t)l * (size_t)r->max_seq * (size_t)KV;
     float *kc = r->k_cache + layer_off, *vc = r->v_cache + layer_off;
-
-    for (int s = 0; s < S; s++)
-        ts_ref_rmsnorm(w->xn + (size_t)s * H, w->x + (size_t)s * H, L->attn_norm, H, c->rms_eps);
-    ts_ref_matmul(w->q, w->xn, L->wq, L->bq, S, Q, H, w->row);
-    ts_ref_matmul(w->k, w->xn, L->wk, L->bk, S, KV, H, w->row);
-    ts_ref_matmul(w->v, w->xn, L->wv, L->bv, S, KV, H, w->row);
-    for (int s = 0; s < S; s++) {
-        float *qs = w->q + (size_t)s * Q, *ks = w->k + (size_t)s * KV;
-        if (c->qk_norm) {
+    switch (step) {
+    case TS_STEP_ATTN_NORM:
+    case TS_STEP_FFN_NORM:
+        for (int s = 0; s < S; s++)
+            ts_ref_rmsnorm(w->xn + (size_t)s * H, w->x + (size_t)s * H,
+                           step == TS_STEP_ATTN_NORM ? L->attn_norm : L->ffn_norm, H, c->rms_eps);
+        break;
+    case TS_STEP_QKV:
+        ts_ref_matmul(w->q, w->xn, L->wq, L->bq, S, Q, H, w->row);
+        ts_ref_matmul(w->k, w->xn, L->wk, L->bk, S, KV, H, w->row);
+        ts_ref_matmul(w->v, w->xn, L->wv, L->bv, S, KV, H, w->row);
+        break;
+    case TS_STEP_QK_NORM:
+        if (!c->qk_norm) break;
+        for (int s = 0; s < S; s++) {
+            float *qs = w->q + (size_t)s * Q, *ks = w->k + (size_t)s * KV;
             for (int h = 0; h < c->n_heads; h++)
                 ts_ref_rmsnorm(qs + (size_t)h * hd, qs + (size_t)h * hd, L->q_norm, hd, c->rms_eps);
             for (int h = 0; h < c->n_kv_heads; h++)
                 ts_ref_rmsnorm(ks + (size_t)h * hd, ks + (size_t)h * hd, L->k_norm, hd, c->rms_eps);
         }
-        ts_ref_rope(qs, c->n_heads, hd, pos0 + s, r->inv_freq);
-        ts_ref_rope(ks, c->n_kv_heads, hd, pos0 + s, r->inv_freq);
-        memcpy(kc + (size_t)(pos0 + s) * KV, ks, (size_t)KV * sizeof(float));
-        memcpy(vc + (size_t)(pos0 + s) * KV, w->v + (size_t)s * KV, (size_t)KV * sizeof(float));
+        break;
+    case TS_STEP_ROPE:
+        for (int s = 0; s < S; s++) {
+            float *qs = w->q + (size_t)s * Q, *ks = w->k + (size_t)s * KV;
+            ts_ref_rope(qs, c->n_heads, hd, pos0 + s, r->inv_freq);
+            ts_ref_rope(ks, c->n_kv_heads, hd, pos0 + s, r->inv_freq);
+            memcpy(kc + (size_t)(pos0 + s) * KV, ks, (size_t)KV * sizeof(float));
+            memcpy(vc + (size_t)(pos0 + s) * KV, w->v + (size_t)s * KV, (size_t)KV * sizeof(float));
+        }
+        break;
+    case TS_STEP_ATTENTION:
+        for (int s = 0; s < S; s++)
+            ts_ref_attention(w->att + (size_t)s * Q, w->q + (size_t)s * Q, kc, vc, pos0 + s + 1,
+                             c->n_heads, c->n_kv_heads, hd, KV, w->scores);
+        break;
+    case TS_STEP_O_PROJ:
+        ts_ref_matmul(w->o, w->att, L->wo, L->bo, S, H, Q, w->row);
+        for (size_t i = 0; i < (size_t)S * H; i++) w->x[i] += w->o[i];
+        break;
+    case TS_STEP_GATE_UP:
+        ts_ref_matmul(w->g, w->xn, L->w_gate, L->b_gate, S, F, H, w->row);
+        ts_ref_matmul(w->u, w->xn, L->w_up, L->b_up, S, F, H, w->row);
+        ts_ref_silu_mul(w->g, w->g, w->u, S * F);
+        break;
+    case TS_STEP_DOWN:
+        ts_ref_matmul(w->o, w->g, L->w_down, L->b_down, S, H, F, w->row);
+        for (size_t i = 0; i < (size_t)S * H; i++) w->x[i] += w->o[i];
+        break;
+    default: break;
     }
-    for (int s = 0; s < S; s++)
-        ts_ref_attention(w->att + (size_t)s * Q, w->q + (size_t)s * Q, kc, vc, pos0 + s + 1,
-                         c->n_heads, c->n_kv_heads, hd, KV, w->scores);
-    ts_ref_matmul(w->o, w->att, L->wo, L->bo, S, H, Q, w->row);
-    for (size_t i = 0; i < (size_t)S * H; i++) w->x[i] += w->o[i];
+}
 
-    for (int s = 0; s < S; s++)
-        ts_ref_rmsnorm(w->xn + (size_t)s * H, w->x + (size_t)s * H, L->ffn_norm, H, c->rms_eps);
-    ts_ref_matmul(w->g, w->xn, L->w_gate, L->b_gate, S, F, H, w->row);
-    ts_ref_matmul(w->u, w->xn, L->w_up, L->b_up, S, F, H, w->row);
-    ts_ref_silu_mul(w->g, w->g, w->u, S * F);
-    ts_ref_matmul(w->o, w->g, L->w_down, L->b_down, S, H, F, w->row);
-    for (size_t i = 0; i < (size_t)S * H; i++) w->x[i] += w->o[i];
+static void layer_forward(ts_ref *r, int l, scratch *w, int S, int pos0) {
+    for (int step = 0; step < TS_N_STEPS; step++) run_step(r, l, (ts_step)step, w, S, pos0);
 }
 
 static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
@@ -169,6 +194,27 @@ ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits,
         }
     }
     r->n_past += n;
+    free(buf);
+    return TS_OK;
+}
+
+ts_status ts_ref_step(ts_ref *r, int l, ts_step step, ts_step_state *st, int S, int pos0, ts_error *err) {
+    const ts_config *c = &r->m->cfg;
+    if (l < 0 || l >= c->n_layers || (int)step < 0 || step >= TS_N_STEPS || S < 1 || pos0 < 0 ||
+        pos0 + S > r->max_seq)
+        return ts_fail(err, TS_ERR_ARG, "ref step %d of layer %d: %d tokens at position %d do not fit", (int)step, l,
+                       S, pos0);
+    scratch w;
+    float *buf = scratch_new(r, S, &w);
+    if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref step: out of memory for scratch");
+    int KV = c->n_kv_heads * c->head_dim;
+    w.x = st->x, w.xn = st->xn, w.q = st->q, w.k = st->k, w.v = st->v, w.att = st->att, w.g = st->h;
+    if (step == TS_STEP_ATTENTION) { /* the step reads keys and values of these rows from the cache */
+        size_t off = (size_t)l * (size_t)r->max_seq * (size_t)KV + (size_t)pos0 * KV;
+        memcpy(r->k_cache + off, st->k, sizeof(float) * (size_t)S * KV);
+        memcpy(r->v_cache + off, st->v, sizeof(float) * (size_t)S * KV);
+    }
+    run_step(r, l, step, &w, S, pos0);
     free(buf);
     return TS_OK;
 }

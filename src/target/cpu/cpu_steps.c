@@ -1,0 +1,327 @@
+/* The cpu target's step list as stages over the session's buffers. A fused plan runs each
+ * group as one parallel region, stages separated by pool barriers only where the next stage
+ * splits the work differently:
+ *   D1 [attn_norm | qkv (+bias) | qk_norm, rope + KV store]
+ *   D2 [attention]
+ *   D3 [o_proj + residual | ffn_norm | gate_up + silu*mul | down + residual]
+ * An unfused plan (the baseline phase 4 starts from) runs every stage as its own region.
+ * Rows are split between threads for row-wise stages, output columns for GEMMs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "target/cpu/attn.h"
+#include "target/cpu/cpu_internal.h"
+#include "target/cpu/gemm.h"
+
+/* ---- small row kernels (plain C: a small share of the time) ---- */
+
+static void rmsnorm(float *out, const float *x, const float *w, int n, double eps) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / n + eps));
+    for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * r);
+}
+
+static void rope(float *v, int n_heads, int hd, const float *cs, const float *sn) {
+    int half = hd / 2;
+    for (int h = 0; h < n_heads; h++, v += hd)
+        for (int i = 0; i < half; i++) {
+            float x0 = v[i], x1 = v[i + half];
+            v[i] = x0 * cs[i] - x1 * sn[i];
+            v[i + half] = x1 * cs[i] + x0 * sn[i];
+        }
+}
+
+void ts_cpu_split(int n, int ith, int nth, int align, int *a, int *b) {
+    int units = (n + align - 1) / align, per = units / nth, rem = units % nth;
+    int u0 = ith * per + (ith < rem ? ith : rem), u1 = u0 + per + (ith < rem);
+    *a = u0 * align < n ? u0 * align : n;
+    *b = u1 * align < n ? u1 * align : n;
+}
+
+int ts_cpu_s_bucket(int S) { return S == 1 ? 1 : (S < 16 ? 2 : 3); }
+
+ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K) {
+    int b = ts_cpu_s_bucket(S);
+    ts_gemm_tile t = ts_cpu_gemm_default_tile(S, N, K);
+    for (int i = 0; i < c->n_tiles; i++)
+        if (c->tiles[i].bucket == b && c->tiles[i].n == N && c->tiles[i].k == K) t = c->tiles[i].tile;
+    if (S == 1 && (c->disable & TS_OPT_GEMV) && t.nr <= 1) t.nr = 4; /* the general tile path */
+    return t;
+}
+
+/* The injected fault (debug option): corrupts elements [col0, col0 + n) of one output row. */
+static void fault(const ts_cpu *c, ts_step step, float *p, int row, int col0, int n) {
+    if (!c->has_fault || c->fault.step != step || (c->fault.layer >= 0 && c->fault.layer != c->layer)) return;
+    if (c->fault.nan) {
+        if (row == 0 && col0 == 0 && n > 0) p[0] = NAN;
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if ((col0 + i) % 16 == 5) p[i] = -p[i];
+}
+
+ts_status ts_cpu_fault_parse(const char *spec, ts_cpu_fault *f, ts_error *err) {
+    char name[32];
+    size_t n = strcspn(spec, ":@");
+    *f = (ts_cpu_fault){TS_STEP_ATTN_NORM, 0, -1};
+    int step = -1;
+    if (n < sizeof name) {
+        memcpy(name, spec, n);
+        name[n] = 0;
+        step = ts_step_parse(name);
+    }
+    const char *p = spec + n;
+    if (step >= 0 && !strncmp(p, ":nan", 4)) f->nan = 1, p += 4;
+    if (step >= 0 && *p == '@') {
+        char *end;
+        long l = strtol(p + 1, &end, 10);
+        if (end == p + 1 || l < 0 || l > 1000000) step = -1;
+        f->layer = (int)l;
+        p = end;
+    }
+    if (step < 0 || *p)
+        return ts_fail(err, TS_ERR_ARG,
+                       "fault \"%s\": expected STEP[:nan][@LAYER] with STEP one of attn_norm, qkv, qk_norm, "
+                       "rope, attention, o_proj, ffn_norm, gate_up, down", spec);
+    f->step = (ts_step)step;
+    return TS_OK;
+}
+
+static float *thread_tmp(const ts_cpu *c, int ith) {
+    int H = c->c->n_embd, hd = c->c->head_dim;
+    return c->rowtmp + (size_t)ith * (size_t)(H > hd ? H : hd) * 2;
+}
+
+/* x -> packed xn with the given norm weights, rows split between threads. */
+static void norm_rows(ts_cpu *c, const float *w, ts_step step, int ith, int nth) {
+    int H = c->c->n_embd, a, b;
+    float *tmp = thread_tmp(c, ith);
+    ts_cpu_split(c->S, ith, nth, 1, &a, &b);
+    for (int s = a; s < b; s++) {
+        rmsnorm(tmp, c->x + (size_t)s * H, w, H, c->c->rms_eps);
+        fault(c, step, tmp, s, 0, H);
+        ts_cpu_pack_row(c->xn_p + (size_t)s * H, tmp, H);
+    }
+}
+
+static void st_attn_norm(ts_cpu *c, int ith, int nth) {
+    norm_rows(c, c->L[c->layer].attn_norm, TS_STEP_ATTN_NORM, ith, nth);
+}
+
+static void st_qkv(ts_cpu *c, int ith, int nth) {
+    const ts_config *cf = c->c;
+    const cpu_layer *L = &c->L[c->layer];
+    int S = c->S, H = cf->n_embd, Q = cf->n_heads * cf->head_dim, KV = cf->n_kv_heads * cf->head_dim;
+    int NT = Q + 2 * KV, a, b;
+    ts_cpu_split(NT, ith, nth, 4, &a, &b);
+    const struct {
+        const uint16_t *w;
+        const float *bias;
+        int off, n;
+    } parts[3] = {{L->wq, L->bq, 0, Q}, {L->wk, L->bk, Q, KV}, {L->wv, L->bv, Q + KV, KV}};
+    for (int p = 0; p < 3; p++) {
+        int lo = a > parts[p].off ? a : parts[p].off;
+        int hi = b < parts[p].off + parts[p].n ? b : parts[p].off + parts[p].n;
+        if (lo >= hi) continue;
+        c->gemm(c->qkv + parts[p].off, NT, c->xn_p, H, parts[p].w, H, S, lo - parts[p].off, hi - parts[p].off,
+                ts_cpu_tile_for(c, S, parts[p].n, H));
+        const float *bias = parts[p].bias;
+        for (int s = 0; s < S; s++) {
+            float *y = c->qkv + (size_t)s * NT;
+            if (bias)
+                for (int n = lo; n < hi; n++) y[n] += bias[n - parts[p].off];
+            fault(c, TS_STEP_QKV, y + lo, s, lo, hi - lo);
+        }
+    }
+}
+
+static void st_qk_norm(ts_cpu *c, int ith, int nth) {
+    const ts_config *cf = c->c;
+    const cpu_layer *L = &c->L[c->layer];
+    if (!L->q_norm) return;
+    int hd = cf->head_dim, Q = cf->n_heads * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV, a, b;
+    ts_cpu_split(c->S, ith, nth, 1, &a, &b);
+    for (int s = a; s < b; s++) {
+        float *q = c->qkv + (size_t)s * NT, *k = q + Q;
+        for (int h = 0; h < cf->n_heads; h++) rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, L->q_norm, hd, cf->rms_eps);
+        for (int h = 0; h < cf->n_kv_heads; h++) rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, L->k_norm, hd, cf->rms_eps);
+        fault(c, TS_STEP_QK_NORM, q, s, 0, Q + KV);
+    }
+}
+
+static void st_rope(ts_cpu *c, int ith, int nth) {
+    const ts_config *cf = c->c;
+    int hd = cf->head_dim, Q = cf->n_heads * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV, a, b;
+    size_t layer_off = (size_t)c->layer * (size_t)c->max_seq * (size_t)KV;
+    ts_cpu_split(c->S, ith, nth, 1, &a, &b);
+    for (int s = a; s < b; s++) {
+        float *q = c->qkv + (size_t)s * NT, *k = q + Q, *v = k + KV;
+        const float *cs = c->rope_cs + (size_t)s * hd, *sn = cs + hd / 2;
+        rope(q, cf->n_heads, hd, cs, sn);
+        rope(k, cf->n_kv_heads, hd, cs, sn);
+        fault(c, TS_STEP_ROPE, q, s, 0, Q + KV);
+        int pos = c->pos0 + s;
+        memcpy(c->k_cache + layer_off + (size_t)pos * KV, k, sizeof(float) * (size_t)KV);
+        memcpy(c->v_cache + layer_off + (size_t)pos * KV, v, sizeof(float) * (size_t)KV);
+    }
+}
+
+static void st_attention(ts_cpu *c, int ith, int nth) {
+    const ts_config *cf = c->c;
+    int hd = cf->head_dim, nh = cf->n_heads, Q = nh * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV;
+    int group = nh / cf->n_kv_heads, a, b;
+    size_t layer_off = (size_t)c->layer * (size_t)c->max_seq * (size_t)KV;
+    const float *kc = c->k_cache + layer_off, *vc = c->v_cache + layer_off;
+    float scale = (float)(1.0 / sqrt((double)hd));
+    if (c->variant >= TS_CPU_AVX2 && c->S > 1 && !(c->disable & TS_OPT_TILED_ATTN)) {
+        /* Prefill: tiles of query rows per head, so each cached row is read once per tile. */
+        float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)c->max_seq;
+        int tiles = (c->S + TS_ATTN_TILE - 1) / TS_ATTN_TILE;
+        ts_cpu_split(tiles * nh, ith, nth, 1, &a, &b);
+        for (int it = a; it < b; it++) {
+            int tile = it / nh, h = it % nh, s0 = tile * TS_ATTN_TILE, g = h / group;
+            int T = c->S - s0 < TS_ATTN_TILE ? c->S - s0 : TS_ATTN_TILE;
+            float *o = c->att + (size_t)s0 * Q + (size_t)h * hd;
+            ts_cpu_attn_tile_avx2(o, Q, c->qkv + (size_t)s0 * NT + (size_t)h * hd, NT, kc + (size_t)g * hd,
+                                  vc + (size_t)g * hd, c->pos0 + s0 + 1, T, KV, hd, scale, sc);
+            for (int t = 0; t < T; t++) fault(c, TS_STEP_ATTENTION, o + (size_t)t * Q, s0 + t, h * hd, hd);
+        }
+        return;
+    }
+    float *sc = c->scores + (size_t)ith * (size_t)c->max_seq;
+    ts_cpu_split(c->S * nh, ith, nth, 1, &a, &b);
+    for (int it = a; it < b; it++) {
+        int s = it / nh, h = it % nh, n_ctx = c->pos0 + s + 1, g = h / group;
+        float *o = c->att + (size_t)s * Q + (size_t)h * hd;
+        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, kc + (size_t)g * hd, vc + (size_t)g * hd, n_ctx, KV,
+                    hd, scale, sc);
+        fault(c, TS_STEP_ATTENTION, o, s, h * hd, hd);
+    }
+}
+
+/* x[:, a:b] += y[:, a:b] (+ bias): the residual adds of o_proj and down on own columns. */
+static void residual(ts_cpu *c, const float *bias, ts_step step, int a, int b) {
+    int H = c->c->n_embd;
+    for (int s = 0; s < c->S; s++) {
+        float *x = c->x + (size_t)s * H, *o = c->o + (size_t)s * H;
+        fault(c, step, o + a, s, a, b - a);
+        for (int n = a; n < b; n++) x[n] += o[n] + (bias ? bias[n] : 0.0f);
+    }
+}
+
+static void st_o_proj(ts_cpu *c, int ith, int nth) {
+    const ts_config *cf = c->c;
+    const cpu_layer *L = &c->L[c->layer];
+    int S = c->S, H = cf->n_embd, Q = cf->n_heads * cf->head_dim, a, b;
+    ts_cpu_split(S, ith, nth, 1, &a, &b);
+    for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * Q, c->att + (size_t)s * Q, Q);
+    ts_pool_barrier(c->pool);
+    ts_cpu_split(H, ith, nth, 4, &a, &b);
+    if (a < b) c->gemm(c->o, H, c->att_p, Q, L->wo, Q, S, a, b, ts_cpu_tile_for(c, S, H, Q));
+    residual(c, L->bo, TS_STEP_O_PROJ, a, b);
+}
+
+static void st_ffn_norm(ts_cpu *c, int ith, int nth) {
+    norm_rows(c, c->L[c->layer].ffn_norm, TS_STEP_FFN_NORM, ith, nth);
+}
+
+static void st_gate_up(ts_cpu *c, int ith, int nth) {
+    const ts_config *cf = c->c;
+    const cpu_layer *L = &c->L[c->layer];
+    int S = c->S, H = cf->n_embd, F = cf->n_ff, a, b;
+    /* 16-aligned shares: each thread packs whole blocks of its own h columns. */
+    ts_cpu_split(F, ith, nth, TS_GEMM_KBLOCK, &a, &b);
+    if (a >= b) return;
+    c->gemm(c->g, F, c->xn_p, H, L->wg, H, S, a, b, ts_cpu_tile_for(c, S, F, H));
+    c->gemm(c->u, F, c->xn_p, H, L->wu, H, S, a, b, ts_cpu_tile_for(c, S, F, H));
+    for (int s = 0; s < S; s++) {
+        float *g = c->g + (size_t)s * F, *u = c->u + (size_t)s * F;
+        for (int n = a; n < b; n++) {
+            float gv = g[n] + (L->bg ? L->bg[n] : 0.0f), uv = u[n] + (L->bu ? L->bu[n] : 0.0f);
+            g[n] = gv / (1.0f + expf(-gv)) * uv;
+        }
+        fault(c, TS_STEP_GATE_UP, g + a, s, a, b - a);
+        ts_cpu_pack_row(c->h_p + (size_t)s * F + a, g + a, b - a);
+    }
+}
+
+static void st_down(ts_cpu *c, int ith, int nth) {
+    const ts_config *cf = c->c;
+    const cpu_layer *L = &c->L[c->layer];
+    int S = c->S, H = cf->n_embd, F = cf->n_ff, a, b;
+    ts_cpu_split(H, ith, nth, 4, &a, &b);
+    if (a < b) c->gemm(c->o, H, c->h_p, F, L->wd, F, S, a, b, ts_cpu_tile_for(c, S, H, F));
+    residual(c, L->bd, TS_STEP_DOWN, a, b);
+}
+
+/* barrier_after: the next stage of the group reads what other threads wrote. */
+static const struct stage {
+    void (*fn)(ts_cpu *c, int ith, int nth);
+    int group, barrier_after;
+} k_stages[TS_N_STEPS] = {
+    [TS_STEP_ATTN_NORM] = {st_attn_norm, 0, 1}, [TS_STEP_QKV] = {st_qkv, 0, 1},
+    [TS_STEP_QK_NORM] = {st_qk_norm, 0, 0},     [TS_STEP_ROPE] = {st_rope, 0, 0},
+    [TS_STEP_ATTENTION] = {st_attention, 1, 0}, [TS_STEP_O_PROJ] = {st_o_proj, 2, 1},
+    [TS_STEP_FFN_NORM] = {st_ffn_norm, 2, 1},   [TS_STEP_GATE_UP] = {st_gate_up, 2, 1},
+    [TS_STEP_DOWN] = {st_down, 2, 0},
+};
+
+static void run_stages(void *ctx, int ith, int nth) {
+    ts_cpu *c = ctx;
+    for (int i = c->st_first; i <= c->st_last; i++) {
+        k_stages[i].fn(c, ith, nth);
+        if (k_stages[i].barrier_after && i < c->st_last) ts_pool_barrier(c->pool);
+    }
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+void ts_cpu_dispatch(ts_cpu *c, ts_pool_fn fn, int slot) {
+    double t0 = now_ms();
+    ts_pool_run(c->pool, fn, c);
+    c->prof_ms[slot] += now_ms() - t0;
+    c->prof_calls[slot]++;
+}
+
+void ts_cpu_run_stage(ts_cpu *c, ts_step step) {
+    c->st_first = c->st_last = (int)step;
+    ts_cpu_dispatch(c, run_stages, CPU_PROF_STEP0 + (int)step);
+}
+
+void ts_cpu_run_layer(ts_cpu *c) {
+    if (!(c->disable & TS_OPT_FUSED)) {
+        for (int g = 0, i = 0; g < 3; g++) {
+            c->st_first = i;
+            while (i + 1 < TS_N_STEPS && k_stages[i + 1].group == g) i++;
+            c->st_last = i++;
+            ts_cpu_dispatch(c, run_stages, CPU_PROF_D1 + g);
+        }
+        return;
+    }
+    for (int s = 0; s < TS_N_STEPS; s++)
+        if (s != TS_STEP_QK_NORM || c->L[c->layer].q_norm) ts_cpu_run_stage(c, (ts_step)s);
+}
+
+/* final norm + LM head on rows [lg_row0, lg_row0 + lg_rows) of the chunk into lg_out. */
+void ts_cpu_lm_head(void *ctx, int ith, int nth) {
+    ts_cpu *c = ctx;
+    const ts_config *cf = c->c;
+    int H = cf->n_embd, V = cf->n_vocab, R = c->lg_rows, a, b;
+    float *tmp = thread_tmp(c, ith);
+    ts_cpu_split(R, ith, nth, 1, &a, &b);
+    for (int r = a; r < b; r++) {
+        rmsnorm(tmp, c->x + (size_t)(c->lg_row0 + r) * H, c->final_norm, H, cf->rms_eps);
+        ts_cpu_pack_row(c->xn_p + (size_t)r * H, tmp, H);
+    }
+    ts_pool_barrier(c->pool);
+    ts_cpu_split(V, ith, nth, 4, &a, &b);
+    if (a < b) c->gemm(c->lg_out, V, c->xn_p, H, c->lm_head, H, R, a, b, ts_cpu_tile_for(c, R, V, H));
+}
