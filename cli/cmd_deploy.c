@@ -114,7 +114,7 @@ int cmd_deploy(int argc, char **argv) {
         if (s) first_fail = s, fail_err = err;
     }
     if ((s = ts_model_open(model, &m, &err))) goto fail;
-    ts_phase_opts po = {out, (int)threads, 0};
+    ts_phase_opts po = {.out = out, .threads = (int)threads, .seed = 0};
     ts_status (*run[])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {
         NULL, ts_phase1_run, ts_phase2_run, ts_phase3_run};
     for (int p = lo > 1 ? lo : 1; p <= hi && (first_fail == TS_OK || force); p++) {

@@ -9,60 +9,13 @@
 
 #include "core/error.h"
 #include "deploy/gates.h"
-#include "target/ref/ref_steps.h"
+#include "deploy/steps_check.h"
 
 #define DIAG_S 32
-
-/* One copy of every buffer of the step list for S rows. */
-typedef struct state_buf {
-    float *mem;
-    ts_step_state st;
-} state_buf;
-
-static int state_new(state_buf *b, const ts_config *c, int S) {
-    size_t H = (size_t)c->n_embd, Q = (size_t)c->n_heads * c->head_dim, KV = (size_t)c->n_kv_heads * c->head_dim;
-    size_t per = 2 * H + 2 * Q + 2 * KV + (size_t)c->n_ff;
-    b->mem = calloc((size_t)S * per, sizeof(float));
-    if (!b->mem) return -1;
-    float *p = b->mem;
-    b->st.x = p, p += S * H;
-    b->st.xn = p, p += S * H;
-    b->st.q = p, p += S * Q;
-    b->st.k = p, p += S * KV;
-    b->st.v = p, p += S * KV;
-    b->st.att = p, p += S * Q;
-    b->st.h = p;
-    return 0;
-}
-
-static size_t state_floats(const ts_config *c, int S) {
-    return (size_t)S * (2 * (size_t)c->n_embd + 2 * (size_t)c->n_heads * c->head_dim +
-                        2 * (size_t)c->n_kv_heads * c->head_dim + (size_t)c->n_ff);
-}
-
-/* The buffer a step writes, and its width. */
-static const float *step_output(ts_step s, const ts_step_state *st, const ts_config *c, int *cols) {
-    int Q = c->n_heads * c->head_dim;
-    switch (s) {
-    case TS_STEP_ATTN_NORM:
-    case TS_STEP_FFN_NORM: *cols = c->n_embd; return st->xn;
-    case TS_STEP_QKV:
-    case TS_STEP_QK_NORM:
-    case TS_STEP_ROPE: *cols = Q; return st->q; /* q; k and v are compared separately below */
-    case TS_STEP_ATTENTION: *cols = Q; return st->att;
-    case TS_STEP_GATE_UP: *cols = c->n_ff; return st->h;
-    default: *cols = c->n_embd; return st->x;
-    }
-}
 
 static int fails_block(const ts_metrics *m, int head_dim) {
     return m->nonfinite > 0 || !ts_threshold_pass(ts_threshold_find("phase2", "cosine"), m->cosine) ||
            !ts_threshold_pass(ts_phase2_row_cosine(head_dim), m->min_row_cosine);
-}
-
-static int fails_kernel(const ts_metrics *m) {
-    return m->nonfinite > 0 || !ts_threshold_pass(ts_threshold_find("phase1", "rel_l2"), m->rel_l2) ||
-           !ts_threshold_pass(ts_threshold_find("phase1", "pearson"), m->pearson);
 }
 
 static int64_t count_nonfinite(const float *p, size_t n) {
@@ -75,64 +28,6 @@ static json_t *metrics_json(const ts_metrics *m) {
     return json_pack("{s:o, s:o, s:o, s:o, s:I}", "cosine", ts_json_number(m->cosine), "min_row_cosine",
                      ts_json_number(m->min_row_cosine), "rel_l2", ts_json_number(m->rel_l2), "max_abs",
                      ts_json_number(m->max_abs), "nonfinite", (json_int_t)m->nonfinite);
-}
-
-/* Step table at layer l: every step alone on the oracle's inputs. Fills *first_bad and
- * *first_nan (-1 when none). */
-static ts_status step_table(const ts_model *m, ts_cpu *cp, int l, const float *x_in, int S, FILE *out,
-                            json_t *steps, int *first_bad, int *first_nan, ts_error *err) {
-    const ts_config *c = ts_model_config(m);
-    int KV = c->n_kv_heads * c->head_dim;
-    size_t nf = state_floats(c, S);
-    state_buf before, after, mine;
-    ts_ref *r = NULL;
-    ts_status s = TS_OK;
-    *first_bad = *first_nan = -1;
-    if (state_new(&before, c, S) || state_new(&after, c, S) || state_new(&mine, c, S)) {
-        s = ts_fail(err, TS_ERR_NOMEM, "diagnosis: out of memory for the step buffers");
-        goto done;
-    }
-    if ((s = ts_ref_new(m, S, &r, err))) goto done;
-    memcpy(after.st.x, x_in, sizeof(float) * (size_t)S * c->n_embd);
-    if (out)
-        fprintf(out, "  layer %d, each step alone on the oracle's inputs (gate: phase-1 kernel thresholds):\n"
-                     "    %-10s %-46s %11s %12s %9s\n", l, "step", "shape", "rel_l2", "cosine", "nonfinite");
-    for (int k = 0; k < TS_N_STEPS; k++) {
-        ts_step step = (ts_step)k;
-        if (step == TS_STEP_QK_NORM && !c->qk_norm) continue;
-        memcpy(before.mem, after.mem, sizeof(float) * nf);
-        if ((s = ts_ref_step(r, l, step, &after.st, S, 0, err))) goto done;
-        memcpy(mine.mem, before.mem, sizeof(float) * nf);
-        if ((s = ts_cpu_step(cp, l, step, &mine.st, S, 0, err))) goto done;
-        int cols;
-        const float *want = step_output(step, &after.st, c, &cols), *got = step_output(step, &mine.st, c, &cols);
-        ts_metrics mt;
-        ts_metrics_compute(got, want, S, cols, &mt);
-        if (step == TS_STEP_QKV || step == TS_STEP_QK_NORM || step == TS_STEP_ROPE) {
-            ts_metrics mk; /* the worst of q and k (and v, which qkv writes) */
-            ts_metrics_compute(mine.st.k, after.st.k, S, KV, &mk);
-            if (mk.rel_l2 > mt.rel_l2 || isnan(mk.rel_l2) || mk.nonfinite) mt = mk;
-            ts_metrics_compute(mine.st.v, after.st.v, S, KV, &mk);
-            if (mk.rel_l2 > mt.rel_l2 || isnan(mk.rel_l2) || mk.nonfinite) mt = mk;
-        }
-        int bad = fails_kernel(&mt);
-        if (bad && *first_bad < 0) *first_bad = k;
-        if (mt.nonfinite && *first_nan < 0) *first_nan = k;
-        char shape[128];
-        ts_step_shape(step, c, S, shape, sizeof shape);
-        if (out)
-            fprintf(out, "    %-10s %-46s %11.3e %12.7f %9lld%s\n", ts_step_name(step), shape, mt.rel_l2, mt.cosine,
-                    (long long)mt.nonfinite, bad ? "   <- FAILS" : "");
-        json_t *row = metrics_json(&mt);
-        json_object_set_new(row, "step", json_string(ts_step_name(step)));
-        json_object_set_new(row, "shape", json_string(shape));
-        json_object_set_new(row, "pass", json_boolean(!bad));
-        json_array_append_new(steps, row);
-    }
-done:
-    ts_ref_free(r);
-    free(before.mem), free(after.mem), free(mine.mem);
-    return s;
 }
 
 ts_status ts_diagnose(const ts_model *m, const ts_cpu_opts *co, FILE *out, json_t **report, ts_error *err) {
@@ -178,37 +73,53 @@ ts_status ts_diagnose(const ts_model *m, const ts_cpu_opts *co, FILE *out, json_
     lm.nonfinite = count_nonfinite(lc, (size_t)V);
     json_object_set_new(rep, "logits", metrics_json(&lm));
     char summary[768];
-    int bad_step = -1, nan_step = -1;
-    if (failing >= 0) {
-        if ((s = step_table(m, cp, failing, hr + (size_t)failing * S * H, S, out, steps, &bad_step, &nan_step, err)))
-            goto done;
-        char shape[128] = "";
-        if (bad_step >= 0) {
-            ts_step_shape((ts_step)bad_step, c, S, shape, sizeof shape);
-            const json_t *row = NULL;
-            size_t i;
-            json_t *v;
-            json_array_foreach(steps, i, v) if (!strcmp(json_string_value(json_object_get(v, "step")),
-                                                       ts_step_name((ts_step)bad_step))) row = v;
-            snprintf(summary, sizeof summary,
-                     "layer %d, step %s (%s): alone on the oracle's inputs it gives rel_l2 %.3e, cosine %.7f, "
-                     "%lld non-finite values (gate: rel_l2 <= %g, no NaN/Inf)",
-                     failing, ts_step_name((ts_step)bad_step), shape,
-                     json_number_value(json_object_get(row, "rel_l2")), json_number_value(json_object_get(row, "cosine")),
-                     (long long)json_integer_value(json_object_get(row, "nonfinite")),
-                     ts_threshold_find("phase1", "rel_l2")->value);
-        } else {
-            snprintf(summary, sizeof summary,
-                     "layer %d diverges (see the layer table) but every step passes alone on the oracle's inputs: "
-                     "look at what the steps share in the fused dispatches (buffer reuse, barriers, thread split)",
-                     failing);
-        }
-    } else if (fails_kernel(&lm)) {
+    ts_steps_result res = {-1, -1, 0, 1, 0};
+    int step_layer = -1;
+    /* The step table runs at the first failing layer; when every layer output passes (a
+     * fault can hide in one model's numbers), layer after layer until a step fails alone. */
+    for (int l = failing >= 0 ? failing : 0; l < (failing >= 0 ? failing + 1 : L); l++) {
+        ts_ref *r2 = NULL;
+        if ((s = ts_ref_new(m, S, &r2, err))) goto done;
+        if (out)
+            fprintf(out, "  layer %d, each step alone on the oracle's inputs (gate: phase-1 kernel thresholds):\n"
+                         "    %-10s %-48s %11s %13s %9s\n", l, "step", "shape", "rel_l2", "pearson", "nonfinite");
+        json_array_clear(steps);
+        s = ts_steps_check(m, r2, cp, l, hr + (size_t)l * S * H, S, 0, out, steps, &res, err);
+        ts_ref_free(r2);
+        if (s) goto done;
+        step_layer = l;
+        if (res.first_bad >= 0) break;
+    }
+    int bad_step = res.first_bad, nan_step = res.first_nan;
+    if (bad_step >= 0) {
+        char shape[128];
+        ts_step_shape((ts_step)bad_step, c, S, shape, sizeof shape);
+        const json_t *row = NULL, *v;
+        size_t i;
+        json_array_foreach(steps, i, v) if (!strcmp(json_string_value(json_object_get(v, "step")),
+                                                   ts_step_name((ts_step)bad_step))) row = v;
         snprintf(summary, sizeof summary,
-                 "every layer matches; the last position's logits do not (rel_l2 %.3e, %lld non-finite): "
-                 "final_norm or lm_head", lm.rel_l2, (long long)lm.nonfinite);
+                 "layer %d, step %s (%s): alone on the oracle's inputs it gives rel_l2 %.3e, Pearson %.7f, "
+                 "%lld non-finite values (gate: rel_l2 <= %g, Pearson >= %g, no NaN/Inf)%s",
+                 step_layer, ts_step_name((ts_step)bad_step), shape, json_number_value(json_object_get(row, "rel_l2")),
+                 json_number_value(json_object_get(row, "pearson")),
+                 (long long)json_integer_value(json_object_get(row, "nonfinite")),
+                 ts_threshold_find("phase1", "rel_l2")->value, ts_threshold_find("phase1", "pearson")->value,
+                 failing < 0 ? "; every layer's output still passed the block thresholds on this prompt" : "");
+        failing = step_layer;
+    } else if (failing >= 0) {
+        snprintf(summary, sizeof summary,
+                 "layer %d diverges (see the layer table) but every step passes alone on the oracle's inputs: "
+                 "look at what the steps share in the fused dispatches (buffer reuse, barriers, thread split)",
+                 failing);
+    } else if (lm.nonfinite > 0 || !ts_threshold_pass(ts_threshold_find("phase1", "rel_l2"), lm.rel_l2)) {
+        snprintf(summary, sizeof summary,
+                 "every layer and every step match; the last position's logits do not (rel_l2 %.3e, %lld "
+                 "non-finite): final_norm or lm_head", lm.rel_l2, (long long)lm.nonfinite);
     } else {
-        snprintf(summary, sizeof summary, "no divergence on the diagnosis prompt: every layer and the logits pass");
+        snprintf(summary, sizeof summary, "no divergence on the diagnosis prompt: every layer, every step and the "
+                                          "logits pass");
+        json_array_clear(steps);
     }
     if (out) fprintf(out, "diagnosis: %s\n", summary);
     json_object_set_new(rep, "summary", json_string(summary));

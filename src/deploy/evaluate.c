@@ -172,7 +172,7 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     if (ts_model_open(mdir, &m, &e) || ts_model_check_values(m, &e)) {
         note(&k, 2, "%s", e.msg);
     } else {
-        ts_phase_opts po = {NULL, o->threads, o->seed};
+        ts_phase_opts po = {.out = NULL, .threads = o->threads, .seed = o->seed};
         ts_status (*run[3])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {
             ts_phase1_run, ts_phase2_run, ts_phase3_run};
         for (int p = 0; p < 3; p++) {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "deploy/gates.h"
+#include "deploy/steps_check.h"
 #include "io/dtype.h"
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
@@ -127,8 +128,44 @@ ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
                                                   (json_int_t)mt.nonfinite, "ms", ms));
         }
     }
+    /* Every step of the step list alone on the oracle's inputs: layer 0 at the prefill shape,
+     * then one decode row over that context. */
+    json_t *steps = json_array();
+    {
+        const ts_config *c = ts_model_config(m);
+        int S = 128, H = c->n_embd;
+        ts_ref *r = NULL;
+        ts_cpu *cp = NULL;
+        ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
+        float *x = malloc(sizeof(float) * (size_t)(S + 1) * H);
+        ts_status s = x ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "phase 1: out of memory");
+        if (!s) s = ts_ref_new(m, S + 1, &r, err);
+        if (!s) s = ts_cpu_new(m, S + 1, &co, &cp, err);
+        if (!s && out)
+            fprintf(out, "  every step alone on the oracle's inputs, layer 0 (prefill %d rows, then decode 1 row):\n"
+                         "    %-10s %-48s %11s %13s %9s\n", S, "step", "shape", "rel_l2", "pearson", "nonfinite");
+        for (int t = 0; t <= S && !s; t++)
+            ts_ref_embed(x + (size_t)t * H, m->embed,
+                         (int)(((uint64_t)t * 2246822519u + 3 + o->seed * 31) % (uint64_t)c->n_vocab), H);
+        for (int pass = 0; pass < 2 && !s; pass++) {
+            ts_steps_result res;
+            s = ts_steps_check(m, r, cp, 0, x + (pass ? (size_t)S * H : 0), pass ? 1 : S, pass ? S : 0, out, steps,
+                               &res, err);
+            worst_rel = ts_worst_max(worst_rel, res.worst_rel_l2);
+            worst_p = ts_worst_min(worst_p, res.worst_pearson);
+            bad += (double)res.nonfinite;
+        }
+        ts_ref_free(r);
+        ts_cpu_free(cp);
+        free(x);
+        if (s) {
+            json_decref(rep), json_decref(rows), json_decref(gates), json_decref(steps);
+            return s;
+        }
+    }
+    json_object_set_new(rep, "steps", steps);
     int pass = 1;
-    if (out) fprintf(out, "  gate (worst over all shapes):\n");
+    if (out) fprintf(out, "  gate (worst over all shapes and steps):\n");
     json_array_append_new(gates, ts_gate_row("phase1", "rel_l2", worst_rel, out, &pass));
     json_array_append_new(gates, ts_gate_row("phase1", "pearson", worst_p, out, &pass));
     json_array_append_new(gates, ts_gate_row("phase1", "nonfinite", bad, out, &pass));
@@ -150,7 +187,7 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
                      c->n_layers - 1 - (int)(o->seed % (uint64_t)(c->n_layers > 3 ? 2 : 1))};
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
-    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1};
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
     float *xr = malloc(sizeof(float) * (size_t)(S + 1) * H), *xc = malloc(sizeof(float) * (size_t)(S + 1) * H);
     json_t *rep = json_object(), *rows = json_array(), *gates = json_array();
     ts_status s = TS_OK;
@@ -225,7 +262,7 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
     int V = c->n_vocab, maxlen = 64 + P3_GEN;
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
-    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1};
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
     float *lr = malloc(sizeof(float) * 64 * (size_t)V), *lc = malloc(sizeof(float) * 64 * (size_t)V);
     int32_t toks[64];
     json_t *rep = json_object(), *prompts = json_array(), *runs = json_array(), *gates = json_array();

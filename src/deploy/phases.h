@@ -1,5 +1,5 @@
 /* Deployment phases 1-3 for the cpu target, each closed by its gate from gates.c:
- * 1 every GEMM/GEMV shape of the model (prefill and decode) against the oracle,
+ * 1 every GEMM/GEMV shape of the model, and every step alone, at prefill and decode shapes,
  * 2 one early and one late layer alone (prefill then a decode step),
  * 3 the whole model on built-in token prompts plus greedy lockstep runs. */
 #ifndef TS_DEPLOY_PHASES_H
@@ -13,6 +13,7 @@ typedef struct ts_phase_opts {
     FILE *out;   /* human-readable tables, or NULL */
     int threads;   /* cpu target threads; 0 = all cores */
     uint64_t seed; /* 0: the canonical inputs; the evaluator uses others */
+    const struct ts_cpu_fault *fault; /* debug: a fault injected into one cpu step, or NULL */
 } ts_phase_opts;
 
 /* Each returns TS_ERR_GATE when its gate fails (*report is still set), other errors as they
