@@ -21,6 +21,12 @@ int cli_fail(const char *cmd, ts_status s, const ts_error *err);
 int cli_usage(const char *cmd, const char *usage, const char *problem);
 /* Parses a non-negative integer in [lo, hi]; returns 0 on success. */
 int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
+/* When o->model_dir is a deployment directory (manifest.json), runs its model with its plan:
+ * model_dir, threads (unless --threads was given) and tiles come from the manifest, kept in
+ * *d. Prints a warning when the deployment's gates did not all pass. */
+struct ts_session_opts;
+struct ts_deployment;
+ts_status cli_resolve_deployment(const char *cmd, struct ts_session_opts *o, struct ts_deployment *d, ts_error *err);
 /* Exit code for a status: 0 for TS_OK, otherwise the status number (1..8). */
 int cli_exit_code(ts_status s);
 

@@ -8,11 +8,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "deploy/deployment.h"
 #include "runtime/session.h"
 
 void cli_print_speed(const ts_gen_result *r);
 
-static const char *k_usage = "tessera chat MODEL_DIR [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+static const char *k_usage = "tessera chat MODEL_DIR|DEPLOY_DIR [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
                              "       [--tokenizer PATH] [--ctx N] [--think|--no-think] [--verbose]";
 
@@ -46,7 +47,9 @@ int cmd_chat(int argc, char **argv) {
     int tty = isatty(0);
     if (tty) verbose = 1;
     ts_session *s = NULL;
-    ts_status st = ts_session_open(&o, 1, print_piece, NULL, &s, &err);
+    ts_deployment dep;
+    ts_status st = cli_resolve_deployment("chat", &o, &dep, &err);
+    if (!st) st = ts_session_open(&o, 1, print_piece, NULL, &s, &err);
     if (st) return cli_fail("chat", st, &err);
     if (tty)
         fprintf(stderr, "chat template: %s; one message per line, Ctrl-D to end\n",

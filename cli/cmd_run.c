@@ -6,9 +6,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "deploy/deployment.h"
 #include "runtime/session.h"
 
-static const char *k_usage = "tessera run MODEL_DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
+static const char *k_usage = "tessera run MODEL_DIR|DEPLOY_DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
                              "       [--tokenizer PATH] [--ctx N] [--chat [--system TEXT] [--think|--no-think]] [--show-ids]";
 
@@ -16,6 +17,19 @@ static void print_piece(void *user, const char *text, size_t len) {
     (void)user;
     fwrite(text, 1, len, stdout);
     fflush(stdout); /* streaming: the reader sees each piece as soon as it exists */
+}
+
+ts_status cli_resolve_deployment(const char *cmd, ts_session_opts *o, ts_deployment *d, ts_error *err) {
+    if (!ts_deployment_is(o->model_dir)) return TS_OK;
+    ts_status s = ts_deployment_load(o->model_dir, d, err);
+    if (s) return s;
+    if (!d->all_gates_passed)
+        fprintf(stderr, "tessera %s: warning: %s is a deployment whose gates did not all pass\n", cmd, o->model_dir);
+    o->model_dir = d->model_dir;
+    if (o->n_threads <= 0) o->n_threads = d->threads;
+    o->tiles = d->tiles;
+    o->n_tiles = d->n_tiles;
+    return TS_OK;
 }
 
 /* The summary line both run and chat print to stderr. */
@@ -48,9 +62,11 @@ int cmd_run(int argc, char **argv) {
             return cli_usage("run", k_usage, NULL);
         } else o.model_dir = argv[i];
     }
-    if (!o.model_dir || !prompt) return cli_usage("run", k_usage, "expects MODEL_DIR and -p TEXT");
+    if (!o.model_dir || !prompt) return cli_usage("run", k_usage, "expects MODEL_DIR (or DEPLOY_DIR) and -p TEXT");
     ts_session *s = NULL;
-    ts_status st = ts_session_open(&o, chat, print_piece, NULL, &s, &err);
+    ts_deployment dep;
+    ts_status st = cli_resolve_deployment("run", &o, &dep, &err);
+    if (!st) st = ts_session_open(&o, chat, print_piece, NULL, &s, &err);
     ts_gen_result res;
     if (!st) st = chat ? ts_session_chat(s, prompt, &res, &err) : ts_session_complete(s, prompt, &res, &err);
     if (st) {

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "deploy/gates.h"
 #include "deploy/manifest.h"
+#include "deploy/perf.h"
 #include "deploy/phases.h"
 #include "io/json.h"
 #include "io/mmap.h"
@@ -20,6 +21,7 @@
 typedef struct checks {
     FILE *md, *out;
     int fails, warns;
+    json_t *rows; /* every check, for phase7.json */
 } checks;
 
 static void note(checks *k, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -33,6 +35,7 @@ static void note(checks *k, int level, const char *fmt, ...) {
     if (level == 1) k->warns++;
     if (level == 2) k->fails++;
     fprintf(k->md, "| %s | %s |\n", tag[level], msg);
+    json_array_append_new(k->rows, json_pack("{s:s, s:s}", "result", tag[level], "check", msg));
     if (k->out) fprintf(k->out, "  %-4s %s\n", tag[level], msg);
 }
 
@@ -140,6 +143,52 @@ static void determinism(checks *k, const ts_model *m, int threads, uint64_t seed
     else note(k, 2, "greedy output differs between two runs: the target is not deterministic");
 }
 
+/* One claim against its re-measurement: flagged (a warning; the host's speed varies) when
+ * it is off by more than the table's share or more than its sigma bound. */
+static void judge(checks *k, const char *what, double claim, double claim_sd, double got, double got_sd, const char *unit) {
+    double dev = fabs(got - claim) / claim, sig = claim_sd > 0 ? fabs(got - claim) / claim_sd : INFINITY;
+    const ts_threshold *tr = ts_threshold_find("phase7", "perf_rel_dev"), *ts = ts_threshold_find("phase7", "perf_sigma");
+    int ok = ts_threshold_pass(tr, dev) && ts_threshold_pass(ts, sig);
+    note(k, ok ? 0 : 1, "%s: claimed %.2f +- %.2f %s, re-measured %.2f +- %.2f (%+.1f%%, %.1f sigma; flagged beyond "
+         "%.0f%% or %g sigma)", what, claim, claim_sd, unit, got, got_sd, 100 * (got - claim) / claim, sig,
+         100 * tr->value, ts->value);
+}
+
+static void remeasure(checks *k, const ts_model *m, const json_t *man, int threads) {
+    const json_t *perf = json_object_get(man, "performance"), *target = json_object_get(man, "target");
+    const json_t *tiles = json_object_get(target, "tiles"), *r;
+    int th = threads > 0 ? threads : (int)json_integer_value(json_object_get(target, "threads"));
+    int trials = (int)json_integer_value(json_object_get(perf, "trials"));
+    if (trials < 5) trials = 5;
+    size_t i;
+    ts_error e;
+    json_array_foreach(json_object_get(perf, "prefill"), i, r) {
+        int P = (int)json_integer_value(json_object_get(r, "tokens"));
+        double mean, sd;
+        char what[64];
+        snprintf(what, sizeof what, "TTFT at %d tokens", P);
+        if (P < 1 || ts_perf_prefill(m, th, tiles, P, trials, &mean, &sd, &e)) {
+            note(k, 2, "%s could not be re-measured: %s", what, P < 1 ? "malformed claim" : e.msg);
+            continue;
+        }
+        judge(k, what, json_number_value(json_object_get(r, "ttft_ms_mean")),
+              json_number_value(json_object_get(r, "ttft_ms_sd")), mean, sd, "ms");
+    }
+    int D = (int)json_integer_value(json_object_get(perf, "decode_tokens_per_trial"));
+    json_array_foreach(json_object_get(perf, "decode"), i, r) {
+        int C = (int)json_integer_value(json_object_get(r, "context"));
+        double mean, sd;
+        char what[64];
+        snprintf(what, sizeof what, "decode at context %d", C);
+        if (C < 1 || D < 1 || ts_perf_decode(m, th, tiles, C, D, trials, &mean, &sd, &e)) {
+            note(k, 2, "%s could not be re-measured: %s", what, C < 1 || D < 1 ? "malformed claim" : e.msg);
+            continue;
+        }
+        judge(k, what, json_number_value(json_object_get(r, "decode_tok_s")),
+              json_number_value(json_object_get(r, "decode_tok_s_sd")), mean, sd, "tok/s");
+    }
+}
+
 ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdict, ts_error *err) {
     char *mpath = ts_path_join(dir, "manifest.json"), *epath = ts_path_join(dir, "evaluation.md");
     json_t *man = NULL;
@@ -160,7 +209,7 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
         free(epath);
         return s;
     }
-    checks k = {md, o->out, 0, 0};
+    checks k = {md, o->out, 0, 0, json_array()};
     fprintf(md, "# Evaluation of %s\n\nmodel %s, evaluation seed %llu, tessera %s\n\n| result | check |\n|---|---|\n",
             dir, mdir, (unsigned long long)o->seed, ts_version());
     if (o->out) fprintf(o->out, "phase 7 (evaluate): %s (model %s, seed %llu)\n", dir, mdir, (unsigned long long)o->seed);
@@ -184,8 +233,9 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
             json_decref(rep);
         }
         determinism(&k, m, o->threads, o->seed);
+        if (json_is_object(json_object_get(man, "performance"))) remeasure(&k, m, man, o->threads);
     }
-    if (json_is_null(json_object_get(man, "performance")) || !json_object_get(man, "performance"))
+    if (!json_is_object(json_object_get(man, "performance")))
         note(&k, 1, "no performance claims to re-measure (phases 4-5 not run)");
     ts_model_close(m);
     *verdict = k.fails ? TS_VERDICT_FAIL : (k.warns ? TS_VERDICT_WARN : TS_VERDICT_PASS);
@@ -194,6 +244,16 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     if (o->out) fprintf(o->out, "verdict: %s (%d failed, %d warnings); %s\n", names[*verdict], k.fails, k.warns, epath);
     fclose(md);
     free(epath);
+    json_t *rep = json_pack("{s:i, s:s, s:b, s:i, s:i, s:I, s:o}", "phase", 7, "verdict", names[*verdict], "pass",
+                            *verdict != TS_VERDICT_FAIL, "failed", k.fails, "warnings", k.warns, "seed",
+                            (json_int_t)o->seed, "checks", k.rows);
+    json_object_set_new(rep, "gates", json_pack("[{s:s, s:i, s:s, s:i, s:b}]", "metric", "failed_checks", "measured",
+                                                k.fails, "op", "<=", "threshold", 0, "pass", k.fails == 0));
+    char *jpath = ts_path_join(dir, "phase7.json");
+    if (!jpath || json_dump_file(rep, jpath, JSON_INDENT(2)))
+        if (o->out) fprintf(o->out, "warning: cannot write %s/phase7.json\n", dir);
+    free(jpath);
+    json_decref(rep);
     json_decref(man);
     return TS_OK;
 }

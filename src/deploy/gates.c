@@ -26,6 +26,19 @@ static const ts_threshold k_table[] = {
     {"phase3", "mutual_top_k", TS_GATE_LE, 5},
     {"phase3", "position_violations", TS_GATE_LE, 0},
     {"phase3", "lockstep_violations", TS_GATE_LE, 0},
+    /* phase 4: the autotuned plan keeps the default plan's answers (phase-3 rules); timings
+     * have at least this many warm trials */
+    {"phase4", "top1_changes", TS_GATE_LE, 0},
+    {"phase4", "trials", TS_GATE_GE, 5},
+    /* phase 5: greedy lockstep of the final plan against the oracle */
+    {"phase5", "lockstep_violations", TS_GATE_LE, 0},
+    {"phase5", "trials", TS_GATE_GE, 5},
+    /* phase 6: the deployment directory runs and its report is complete (1 = yes) */
+    {"phase6", "generation_runs", TS_GATE_GE, 1},
+    {"phase6", "report_complete", TS_GATE_GE, 1},
+    /* phase 7: a re-measured performance claim is flagged beyond either bound */
+    {"phase7", "perf_sigma", TS_GATE_LE, 3},
+    {"phase7", "perf_rel_dev", TS_GATE_LE, 0.10},
 };
 
 const ts_threshold *ts_thresholds(int *n_out) {

@@ -10,15 +10,16 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "deploy/diagnose.h"
 #include "deploy/gates.h"
 #include "io/mmap.h"
 #include "io/sha256.h"
 #include "target/cpu/cpu_features.h"
 
 static const char *k_plan[3][8] = {
-    {"attn_norm", "qkv(+bias)", "q_norm", "k_norm", "rope", "kv_store", NULL},
+    {"attn_norm", "qkv(+bias)", "qk_norm", "rope+kv_store", NULL},
     {"attention", NULL},
-    {"o_proj(+bias)+residual", "ffn_norm", "gate_up(+bias)", "silu_mul", "down(+bias)+residual", NULL},
+    {"o_proj(+bias)+residual", "ffn_norm", "gate_up(+bias)+silu_mul", "down(+bias)+residual", NULL},
 };
 
 static json_t *identity(const ts_model *m, ts_error *err, ts_status *s) {
@@ -48,7 +49,7 @@ static json_t *identity(const ts_model *m, ts_error *err, ts_status *s) {
     return id;
 }
 
-static json_t *target_json(int threads) {
+static json_t *target_json(int threads, const json_t *phase4) {
     const ts_cpu_features *f = ts_cpu_features_get();
     json_t *plan = json_array();
     for (int d = 0; d < 3; d++) {
@@ -60,7 +61,31 @@ static json_t *target_json(int threads) {
                      ts_cpu_variant_name(ts_cpu_best_variant()), "threads", threads, "cpu", f->brand, "features",
                      "avx2", f->avx2, "fma", f->fma, "avx512f", f->avx512f, "avx512bf16", f->avx512bf16,
                      "dispatch_plan", plan, "dispatches_per_layer", 3, "lm_head", "last position only in prefill",
-                     "tiles", "defaults (phase 4 autotuning not run)");
+                     "tiles", phase4 && json_object_get(phase4, "tiles") ? json_deep_copy(json_object_get(phase4, "tiles"))
+                                                                         : json_string("defaults (phase 4 did not run)"));
+}
+
+/* The claims phase 7 re-measures: the final plan's prefill (TTFT) and decode rates. */
+static json_t *performance_json(const json_t *p4, const json_t *p5) {
+    if (!p4 && !p5) return json_null();
+    json_t *perf = json_object(), *pre = json_array(), *dec = json_array();
+    size_t i;
+    const json_t *r;
+    json_array_foreach(json_object_get(p4, "ttft"), i, r)
+        json_array_append_new(pre, json_pack("{s:O, s:O, s:O, s:O, s:O}", "tokens", json_object_get(r, "tokens"),
+                                             "ttft_ms_mean", json_object_get(r, "warm_ms_mean"), "ttft_ms_sd",
+                                             json_object_get(r, "warm_ms_sd"), "prefill_tok_s",
+                                             json_object_get(r, "prefill_tok_s"), "cold_ms", json_object_get(r, "cold_ms")));
+    json_array_foreach(json_object_get(p5, "contexts"), i, r)
+        json_array_append_new(dec, json_pack("{s:O, s:O, s:O, s:O}", "context", json_object_get(r, "context"),
+                                             "decode_tok_s", json_object_get(r, "decode_tok_s"), "decode_tok_s_sd",
+                                             json_object_get(r, "decode_tok_s_sd"), "gb_s", json_object_get(r, "gb_s")));
+    json_object_set_new(perf, "prefill", pre);
+    json_object_set_new(perf, "decode", dec);
+    json_object_set_new(perf, "decode_tokens_per_trial",
+                        p5 ? json_integer(json_integer_value(json_object_get(p5, "decode_tokens"))) : json_null());
+    json_object_set_new(perf, "trials", json_integer(json_integer_value(json_object_get(p4 ? p4 : p5, "trials"))));
+    return perf;
 }
 
 static json_t *thresholds_json(void) {
@@ -73,7 +98,65 @@ static json_t *thresholds_json(void) {
     return a;
 }
 
-static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHASES], const json_t *man) {
+static double num(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
+
+static void profile_md(FILE *f, const char *title, const json_t *prof) {
+    if (!json_array_size(prof)) return;
+    fprintf(f, "\n%s\n\n| dispatch | calls | ms | share |\n|---|---|---|---|\n", title);
+    size_t i;
+    const json_t *p;
+    json_array_foreach(prof, i, p)
+        fprintf(f, "| %s | %.1f | %.3f | %.1f%% |\n", json_string_value(json_object_get(p, "dispatch")),
+                num(p, "calls_per_run"), num(p, "ms_per_run"), 100 * num(p, "share"));
+}
+
+static void trajectory_md(FILE *f, const json_t *rep, const char *rate_key, const char *what) {
+    const json_t *rows = json_object_get(rep, "trajectory"), *r;
+    size_t i;
+    fprintf(f, "\n### %s trajectory (%lld warm trials each; cold = new session + first run)\n\n"
+               "| optimization | cold ms | warm ms (mean +- sd) | tok/s | speed-up | dispatches/layer |\n"
+               "|---|---|---|---|---|---|\n", what, (long long)json_integer_value(json_object_get(rep, "trials")));
+    double base = 0;
+    json_array_foreach(rows, i, r) {
+        if (i == 0) base = num(r, "warm_ms_mean");
+        fprintf(f, "| %s | %.1f | %.2f +- %.2f | %.2f | %.2fx | %lld |\n", json_string_value(json_object_get(r, "step")),
+                num(r, "cold_ms"), num(r, "warm_ms_mean"), num(r, "warm_ms_sd"), num(r, rate_key),
+                base / num(r, "warm_ms_mean"), (long long)json_integer_value(json_object_get(r, "dispatches_per_layer")));
+    }
+}
+
+static void perf_md(FILE *f, const json_t *p4, const json_t *p5) {
+    if (!p4 && !p5) return;
+    fprintf(f, "\n## Performance\n\nThe chart of both trajectories is trajectory.svg.\n");
+    if (p4) {
+        trajectory_md(f, p4, "prefill_tok_s", "Prefill");
+        fprintf(f, "\nTime to first token of the final plan:\n\n| prompt tokens | cold ms | TTFT ms (mean +- sd) | "
+                   "prefill tok/s |\n|---|---|---|---|\n");
+        size_t i;
+        const json_t *r;
+        json_array_foreach(json_object_get(p4, "ttft"), i, r)
+            fprintf(f, "| %lld | %.1f | %.2f +- %.2f | %.2f |\n", (long long)json_integer_value(json_object_get(r, "tokens")),
+                    num(r, "cold_ms"), num(r, "warm_ms_mean"), num(r, "warm_ms_sd"), num(r, "prefill_tok_s"));
+        profile_md(f, "Where prefill time goes, final plan (per forward):", json_object_get(p4, "profile_final"));
+        profile_md(f, "Where prefill time goes, unfused baseline (one dispatch per step):",
+                   json_object_get(p4, "profile_baseline"));
+    }
+    if (p5) {
+        trajectory_md(f, p5, "decode_tok_s", "Decode");
+        fprintf(f, "\nDecode of the final plan (%lld tokens per trial; read peak measured in the same run: %.1f GB/s):\n\n"
+                   "| context | tok/s (mean +- sd) | GB/s | share of read peak |\n|---|---|---|---|\n",
+                (long long)json_integer_value(json_object_get(p5, "decode_tokens")), num(p5, "peak_read_gbs"));
+        size_t i;
+        const json_t *r;
+        json_array_foreach(json_object_get(p5, "contexts"), i, r)
+            fprintf(f, "| %lld | %.2f +- %.2f | %.2f | %.0f%% |\n", (long long)json_integer_value(json_object_get(r, "context")),
+                    num(r, "decode_tok_s"), num(r, "decode_tok_s_sd"), num(r, "gb_s"), 100 * num(r, "bandwidth_fraction"));
+        profile_md(f, "Where decode time goes, final plan (per token):", json_object_get(p5, "profile_final"));
+    }
+}
+
+static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHASES], const json_t *man,
+                      const json_t *diag) {
     static const char *names[TS_N_PHASES] = {"oracle", "kernels", "block", "model", "prefill", "decode",
                                              "finalize", "evaluate"};
     char feat[256];
@@ -103,12 +186,14 @@ static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHA
     fprintf(f, "\nPhases not run: ");
     int any = 0;
     for (int p = 0; p < TS_N_PHASES; p++)
-        if (!reports[p] && p != 6) fprintf(f, "%s%d %s", any++ ? ", " : "", p, names[p]);
+        if (!reports[p] && p < 6) fprintf(f, "%s%d %s", any++ ? ", " : "", p, names[p]);
     fprintf(f, "%s.\n", any ? "" : "none");
+    perf_md(f, reports[4], reports[5]);
+    if (diag) ts_diagnosis_markdown(diag, f);
 }
 
 ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *const reports[TS_N_PHASES],
-                            int threads, int forced, ts_error *err) {
+                            int threads, int forced, const json_t *diag, ts_error *err) {
     ts_status s = TS_OK;
     json_t *man = json_object(), *gates = json_object();
     char when[64];
@@ -117,7 +202,7 @@ ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *cons
     json_object_set_new(man, "tessera_version", json_string(ts_version()));
     json_object_set_new(man, "created", json_string(when));
     json_object_set_new(man, "model", identity(m, err, &s));
-    json_object_set_new(man, "target", target_json(threads));
+    json_object_set_new(man, "target", target_json(threads, reports[4]));
     json_object_set_new(man, "thresholds", thresholds_json());
     int all = 1;
     for (int p = 0; p < TS_N_PHASES; p++) {
@@ -132,7 +217,7 @@ ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *cons
     json_object_set_new(man, "gates", gates);
     json_object_set_new(man, "all_gates_passed", json_boolean(all));
     json_object_set_new(man, "forced", json_boolean(forced));
-    json_object_set_new(man, "performance", json_null());
+    json_object_set_new(man, "performance", performance_json(reports[4], reports[5]));
     char *mp = ts_path_join(out_dir, "manifest.json"), *rp = ts_path_join(out_dir, "report.md");
     if (!s && (!mp || json_dump_file(man, mp, JSON_INDENT(2)) != 0))
         s = ts_fail(err, TS_ERR_IO, "%s: cannot write manifest.json", out_dir);
@@ -140,7 +225,7 @@ ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *cons
         FILE *f = rp ? fopen(rp, "w") : NULL;
         if (!f) s = ts_fail(err, TS_ERR_IO, "%s: cannot write report.md", out_dir);
         else {
-            report_md(f, m, reports, man);
+            report_md(f, m, reports, man, diag);
             if (fclose(f) != 0) s = ts_fail(err, TS_ERR_IO, "%s: cannot write report.md", out_dir);
         }
     }

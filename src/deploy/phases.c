@@ -246,7 +246,7 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
 #define P3_LOCKSTEP 8
 #define P3_GEN 32
 
-static void prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n) {
+void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n) {
     uint64_t s = 0xabcdef12345ull + (uint64_t)k * 7919 + seed * 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < n; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -278,7 +278,7 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
                 P3_PROMPTS, P3_LOCKSTEP, P3_GEN);
     for (int k = 0; k < P3_PROMPTS && !s; k++) {
         int n = lens[k], dec = 0, viol = 0;
-        prompt_tokens(c, o->seed, k, toks, n);
+        ts_phase_prompt_tokens(c, o->seed, k, toks, n);
         ts_ref_reset(r);
         ts_cpu_reset(cp);
         if ((s = ts_ref_forward(r, toks, n, lr, 1, NULL, err)) || (s = ts_cpu_forward(cp, toks, n, lc, 1, NULL, err))) break;
@@ -310,7 +310,7 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
                                                  "violations", viol, "cosine", ts_json_number(mt.cosine)));
     }
     for (int k = 0; k < P3_LOCKSTEP && !s; k++) {
-        prompt_tokens(c, o->seed, 100 + k, toks, 8);
+        ts_phase_prompt_tokens(c, o->seed, 100 + k, toks, 8);
         ts_ref_reset(r);
         ts_cpu_reset(cp);
         float *a = lr, *b = lc;

@@ -22,4 +22,7 @@ ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
 ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
 ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
 
+/* Prompt k of the built-in token-id prompt set for a seed (BOS first when the model has one). */
+void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n);
+
 #endif

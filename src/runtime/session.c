@@ -215,6 +215,7 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
         if (s->o.n_ctx <= 0) s->o.n_ctx = cf->max_pos > 0 && cf->max_pos < 4096 ? cf->max_pos : 4096;
         ts_cpu_opts co = {.n_threads = o->n_threads, .force_variant = -1};
         st = ts_cpu_new(s->m, s->o.n_ctx, &co, &s->cpu, err);
+        if (!st && o->n_tiles) st = ts_cpu_tiles_set(s->cpu, o->tiles, o->n_tiles, err);
     }
     if (!st) {
         int32_t eot = -1;

@@ -20,6 +20,8 @@ typedef struct ts_session_opts {
     int n_stop;
     const char *system;  /* chat: a system message, or NULL for the template's default */
     int enable_thinking; /* -1: template default; 0/1: Qwen3's switch */
+    const ts_cpu_tile_rec *tiles; /* a deployment's autotuned tiles (borrowed), or NULL */
+    int n_tiles;
 } ts_session_opts;
 
 /* Defaults: ts_sample_opts_default, 256 tokens per reply, n_ctx 0, enable_thinking -1. */

@@ -1,0 +1,22 @@
+/* Reading a deployment directory back (`tessera run DEPLOY_DIR`, phase 6): the model it was
+ * made for, and the plan it chose (threads, autotuned tiles) from manifest.json. */
+#ifndef TS_DEPLOY_DEPLOYMENT_H
+#define TS_DEPLOY_DEPLOYMENT_H
+#include "target/cpu/cpu_target.h"
+
+#define TS_DEPLOY_MAX_TILES 64
+
+typedef struct ts_deployment {
+    char model_dir[4096];
+    int threads;
+    ts_cpu_tile_rec tiles[TS_DEPLOY_MAX_TILES];
+    int n_tiles;
+    int all_gates_passed;
+} ts_deployment;
+
+/* 1 when dir holds a manifest.json. */
+int ts_deployment_is(const char *dir);
+/* Errors name the manifest and the field (TS_ERR_FORMAT) or the missing file (TS_ERR_IO). */
+ts_status ts_deployment_load(const char *dir, ts_deployment *d, ts_error *err);
+
+#endif
