@@ -123,7 +123,6 @@ PY
 expect 6 'tensor "model.layers.1.mlp.up_proj.weight" element 10 is NaN' -- "$BIN" deploy "$TMP/badjson" --out "$TMP/d6"
 expect 1 "outside the vocabulary" -- "$BIN" logits "$FIX/hf/llama_mha" --tokens 1,256 --out "$TMP/x.bin"
 expect 64 "--tokens expects" -- "$BIN" logits "$FIX/hf/llama_mha" --tokens 1,,2 --out "$TMP/x.bin"
-expect 4 "phases 0-3 exist so far" -- "$BIN" deploy "$FIX/hf/llama_mha" --phases 0-7
 expect 64 "--phases expects" -- "$BIN" deploy "$FIX/hf/llama_mha" --phases 3-1
 
 # phases 1-3 (cpu target vs oracle) on a synth model and on an F32 HF fixture (converted to BF16)

@@ -57,7 +57,7 @@ static json_t *target_json(int threads, const json_t *phase4) {
         for (int i = 0; k_plan[d][i]; i++) json_array_append_new(g, json_string(k_plan[d][i]));
         json_array_append_new(plan, g);
     }
-    return json_pack("{s:s, s:s, s:i, s:s, s:{s:b, s:b, s:b, s:b}, s:o, s:i, s:s, s:s}", "name", "cpu", "variant",
+    return json_pack("{s:s, s:s, s:i, s:s, s:{s:b, s:b, s:b, s:b}, s:o, s:i, s:s, s:o}", "name", "cpu", "variant",
                      ts_cpu_variant_name(ts_cpu_best_variant()), "threads", threads, "cpu", f->brand, "features",
                      "avx2", f->avx2, "fma", f->fma, "avx512f", f->avx512f, "avx512bf16", f->avx512bf16,
                      "dispatch_plan", plan, "dispatches_per_layer", 3, "lm_head", "last position only in prefill",

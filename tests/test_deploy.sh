@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# tessera deploy end to end, phases 0-7: every tiny seed preset deploys and evaluates (phase 7
+# runs `tessera eval` in a fresh process); the report, trajectory chart and manifest carry the
+# trajectories, tiles and claims; a fault injected into one cpu step fails the gates and the
+# automatic diagnosis names that step (and where a NaN starts); resuming with --phases 4-7
+# reuses earlier reports and refuses after a failed gate; `tessera run DEPLOY_DIR` runs the
+# deployed plan. Small perf sizes keep it fast; the numbers are not checked, only recorded.
+set -u
+BIN=${TS_BIN:-build/tessera}
+SHARED=${TS_SHARED:-../shared}
+TMP=${TS_TMP:-/tmp/tessera-tests}/deploy
+rm -rf "$TMP" && mkdir -p "$TMP"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+expect() {
+    local code=$1 pat=$2
+    shift 3
+    local out rc
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" -ne "$code" ]; then bad "$* -> exit $rc, expected $code; output: $(tail -40 <<<"$out")"; return; fi
+    if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then bad "$* -> output lacks '$pat': $(tail -40 <<<"$out")"; return; fi
+    ok
+}
+SMALL=(--threads 2 --prefill 32 --prefill-sizes 16,48 --decode-contexts 16,40 --decode-tokens 4)
+
+# Every tiny preset, every phase. Under the sanitizers (slow) two presets stand for all.
+presets=$("$BIN" synth --list | grep -o '[a-z0-9.-]*-tiny' | sort -u)
+[ -n "${ASAN_OPTIONS:-}" ] && presets="qwen3-0.6b-tiny llama-3.2-1b-tiny"
+for p in $presets; do
+    "$BIN" synth "$p" "$TMP/m-$p" --seed 3 >/dev/null 2>&1 || { bad "synth $p"; continue; }
+    expect 0 "phase 7 (evaluate)" -- "$BIN" deploy "$TMP/m-$p" --out "$TMP/d-$p" "${SMALL[@]}"
+    for n in 0 1 2 3 4 5 6 7; do
+        grep -q '"pass": true' "$TMP/d-$p/phase$n.json" 2>/dev/null && ok || bad "$p: phase$n.json lacks pass: true"
+    done
+done
+
+D="$TMP/d-qwen3-0.6b-tiny"
+python3 - "$D" <<'PY' && ok || bad "manifest/report/svg content"
+import json, sys, xml.etree.ElementTree as ET
+d = sys.argv[1]
+m = json.load(open(d + "/manifest.json"))
+assert isinstance(m["target"]["tiles"], list) and m["target"]["tiles"], "no tiles in the manifest"
+perf = m["performance"]
+assert [r["tokens"] for r in perf["prefill"]] == [16, 48], perf["prefill"]
+assert [r["context"] for r in perf["decode"]] == [16, 40], perf["decode"]
+p4 = json.load(open(d + "/phase4.json"))
+steps = [r["step"] for r in p4["trajectory"]]
+assert steps[0].startswith("baseline") and steps[-1] == "+ autotuned GEMM tiles", steps
+assert p4["trajectory"][0]["dispatches_per_layer"] > 3 and p4["trajectory"][-1]["dispatches_per_layer"] == 3
+assert all(r["warm_ms_sd"] >= 0 and r["cold_ms"] > 0 for r in p4["trajectory"])
+assert {p["dispatch"] for p in p4["profile_final"]} == {"D1 attn_norm..rope", "D2 attention", "D3 o_proj..down", "lm_head"}
+p5 = json.load(open(d + "/phase5.json"))
+assert p5["trajectory"][-1]["step"].startswith("+ phase-4") and p5["peak_read_gbs"] > 0
+rep = open(d + "/report.md").read()
+for s in ("## Performance", "### Prefill trajectory", "### Decode trajectory", "Where prefill time goes", "Time to first token"):
+    assert s in rep, s
+svg = ET.parse(d + "/trajectory.svg").getroot()
+texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
+assert "Prefill of 32 tokens" in texts and "Decode" in texts and "autotuned" in texts, texts[:300]
+assert len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) >= 1 + 6 + 5
+p7 = json.load(open(d + "/phase7.json"))
+assert p7["verdict"] in ("PASS", "PASS-with-warnings"), p7["verdict"]
+assert any("TTFT at 16 tokens" in c["check"] for c in p7["checks"]), "no re-measured claims"
+PY
+
+# A fault in one step: the gates fail (exit 8) and the diagnosis names the step.
+M="$TMP/m-qwen3-0.6b-tiny"
+for f in gate_up rope attention; do
+    expect 8 "step $f (" -- "$BIN" deploy "$M" --phases 0-3 --out "$TMP/f-$f" --inject-fault "$f" --threads 2
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(d['failing_step'] != sys.argv[2])" \
+        "$TMP/f-$f/diagnosis.json" "$f" && ok || bad "diagnosis.json does not name $f"
+    grep -q "## Diagnosis" "$TMP/f-$f/report.md" && ok || bad "report.md lacks the diagnosis ($f)"
+done
+expect 8 "produced by step down" -- "$BIN" deploy "$M" --phases 1-3 --out "$TMP/f-nan" --inject-fault down:nan@2 --threads 2
+expect 64 "STEP[:nan][@LAYER]" -- "$BIN" deploy "$M" --inject-fault bogus
+# Resuming after a failed gate refuses; --force runs and records it.
+expect 8 "refuses to start" -- "$BIN" deploy "$M" --phases 4-5 --out "$TMP/f-gate_up"
+expect 8 "" -- "$BIN" deploy "$M" --phases 4-6 --out "$TMP/f-gate_up" --force "${SMALL[@]}"
+grep -q '"forced": true' "$TMP/f-gate_up/manifest.json" && ok || bad "--force not recorded in the manifest"
+
+# Resume: phases 0-3, then 4-7 on the same directory keep the first run's reports.
+expect 0 "phase 3: PASS" -- "$BIN" deploy "$M" --phases 0-3 --out "$TMP/r" --threads 2
+expect 0 "phase 6: PASS" -- "$BIN" deploy "$M" --phases 4-7 --out "$TMP/r" "${SMALL[@]}"
+python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(not all(k in m['gates'] for k in ['phase0','phase3','phase4','phase6']))" \
+    "$TMP/r/manifest.json" && ok || bad "resumed manifest lacks earlier or later phases"
+
+# tessera run DEPLOY_DIR: the deployed plan on a model with the real Qwen3 tokenizer.
+TOK="$SHARED/tokenizers/qwen3"
+if [ -f "$TOK/tokenizer.json" ]; then
+    "$BIN" synth qwen3-0.6b-tiny "$TMP/q" --seed 5 --vocab 151936 --tokenizer "$TOK" >/dev/null 2>&1 || bad "synth with tokenizer"
+    expect 0 "phase 6: PASS" -- "$BIN" deploy "$TMP/q" --phases 4-6 --out "$TMP/qd" "${SMALL[@]}"
+    "$BIN" run "$TMP/q" -p "Hello" -n 6 --temp 0 --threads 2 >"$TMP/direct" 2>/dev/null || bad "run MODEL_DIR"
+    "$BIN" run "$TMP/qd" -p "Hello" -n 6 --temp 0 >"$TMP/viadeploy" 2>"$TMP/err" || bad "run DEPLOY_DIR: $(cat "$TMP/err")"
+    cmp -s "$TMP/direct" "$TMP/viadeploy" && ok || bad "run DEPLOY_DIR differs from run MODEL_DIR (greedy)"
+    grep -q "generation:" "$TMP/err" && ok || bad "run DEPLOY_DIR printed no speed line"
+fi
+
+echo "test_deploy: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
