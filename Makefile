@@ -12,7 +12,7 @@ BENCH_MODELS ?= llama-3.2-1b qwen3-0.6b
 BENCH_DIR ?= bench-models
 BENCH_ARGS ?= --prefill 128,512 --decode 128 --gen 16 --trials 5
 
-.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench clean
+.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench deploy-all clean
 
 setup:
 	@bash scripts/setup.sh
@@ -50,8 +50,20 @@ demo: build
 	rm -rf $(DEMO_DIR)
 	$(BUILD)/tessera synth $(DEMO_PRESET) $(DEMO_DIR)
 	$(BUILD)/tessera inspect $(DEMO_DIR)
-	$(BUILD)/tessera deploy $(DEMO_DIR) --phases 0-3 --out deployments/$(DEMO_PRESET)
+	$(BUILD)/tessera deploy $(DEMO_DIR) --out deployments/$(DEMO_PRESET)
 	@cat deployments/$(DEMO_PRESET)/report.md
+
+# Every seed preset at full size through phases 0-7, unattended, with the wall time of each
+# deployment (synth checkpoints are written once into $(BENCH_DIR); the 4B/8B ones are large).
+DEPLOY_ALL ?= qwen2.5-0.5b qwen3-0.6b llama-3.2-1b qwen2.5-1.5b qwen3-1.7b smollm2-1.7b llama-3.2-3b qwen2.5-3b qwen3-4b
+deploy-all: build
+	@mkdir -p $(BENCH_DIR) deployments
+	@for m in $(DEPLOY_ALL); do \
+		[ -f $(BENCH_DIR)/$$m/config.json ] || $(BUILD)/tessera synth $$m $(BENCH_DIR)/$$m || exit 1; \
+		start=$$(date +%s); \
+		$(BUILD)/tessera deploy $(BENCH_DIR)/$$m --out deployments/$$m > deployments/$$m.log 2>&1; rc=$$?; \
+		echo "$$m: exit $$rc, $$(( $$(date +%s) - start )) s wall (log deployments/$$m.log)" | tee -a deployments/deploy-all.txt; \
+	done
 
 # Speed of the cpu target on full-size synth models (written once into $(BENCH_DIR)), with the
 # machine's own peaks measured in the same run. Prints ratios; never part of `make test`.

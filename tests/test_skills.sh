@@ -16,5 +16,14 @@ for cmd in $(grep -ohE '`tessera [a-z]+' "$DIR"/*/SKILL.md | awk '{print $2}' | 
     if "$BIN" "$cmd" --help > /dev/null 2>&1; then pass=$((pass + 1))
     else fail=$((fail + 1)); echo "FAIL: skills quote 'tessera $cmd', which is not a command" >&2; fi
 done
+# Every --flag in a quoted `tessera CMD ...` span appears in that command's --help.
+while IFS= read -r span; do
+    cmd=$(awk '{print $2}' <<<"$span")
+    help=$("$BIN" "$cmd" --help 2>&1)
+    for flag in $(grep -oE -- '--[a-z][a-z0-9-]*' <<<"$span"); do
+        if grep -qF -- "$flag" <<<"$help"; then pass=$((pass + 1))
+        else fail=$((fail + 1)); echo "FAIL: skills quote '$span' but 'tessera $cmd --help' has no $flag" >&2; fi
+    done
+done < <(grep -ohE '`tessera [a-z]+[^`]*`' "$DIR"/*/SKILL.md | tr -d '`' | sort -u)
 echo "test_skills: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -18,10 +18,11 @@ typedef struct traj_step {
     int tuned; /* the autotuned tiles of phase 4 */
 } traj_step;
 
-/* Cumulative: each row turns on one more optimization. */
+/* Cumulative: each row turns on one more optimization. The baseline runs one dispatch per
+ * step, attention one query row at a time, copies of the weights, the LM head over every row
+ * and default tiles. */
 static const traj_step k_prefill[] = {
-    {"baseline: a dispatch per step, row attention, weights copied, LM head on every row, default tiles",
-     TS_OPT_ALL, 0},
+    {"baseline: unfused, row attention, copied weights, all-row LM head", TS_OPT_ALL, 0},
     {"+ fused dispatches (3 per layer)", TS_OPT_ALL & ~TS_OPT_FUSED, 0},
     {"+ tiled prefill attention", TS_OPT_GEMV | TS_OPT_ZERO_COPY | TS_OPT_LAST_LOGITS, 0},
     {"+ last-token LM head (one streaming GEMV row)", TS_OPT_ZERO_COPY, 0},
@@ -29,7 +30,7 @@ static const traj_step k_prefill[] = {
     {"+ autotuned GEMM tiles", 0, 1},
 };
 static const traj_step k_decode[] = {
-    {"baseline: a dispatch per step, GEMM tile path for one row, weights copied, default tiles", TS_OPT_ALL, 0},
+    {"baseline: unfused, GEMM tile for one row, copied weights", TS_OPT_ALL, 0},
     {"+ fused dispatches (3 per layer)", TS_OPT_ALL & ~TS_OPT_FUSED, 0},
     {"+ streaming GEMV", TS_OPT_ZERO_COPY, 0},
     {"+ zero-copy weights (borrowed from the mmap)", 0, 0},
