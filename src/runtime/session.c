@@ -301,14 +301,28 @@ static ts_status push_msg(ts_session *s, const char *role, const char *content, 
     return TS_OK;
 }
 
+static void pop_msgs(ts_session *s, int n) {
+    while (s->n_msgs > n) {
+        s->n_msgs--;
+        free(s->msgs[s->n_msgs].role);
+        free(s->msgs[s->n_msgs].content);
+    }
+}
+
+int ts_session_n_messages(const ts_session *s) { return s->n_msgs; }
+
 ts_status ts_session_chat(ts_session *s, const char *user_msg, ts_gen_result *res, ts_error *err) {
     if (!s->tmpl) return ts_fail(err, TS_ERR_ARG, "chat: the session was opened without a chat template");
     ts_status st = TS_OK;
+    int n_before = s->n_msgs;
     if (s->n_msgs == 0 && s->o.system) st = push_msg(s, "system", s->o.system, strlen(s->o.system), err);
     if (!st) st = push_msg(s, "user", user_msg, strlen(user_msg), err);
-    if (st) return st;
-    ts_chat_msg *view = malloc(sizeof *view * (size_t)s->n_msgs);
-    if (!view) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    ts_chat_msg *view = st ? NULL : malloc(sizeof *view * (size_t)s->n_msgs);
+    if (!st && !view) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    if (st) {
+        pop_msgs(s, n_before);
+        return st;
+    }
     for (int i = 0; i < s->n_msgs; i++) view[i] = (ts_chat_msg){s->msgs[i].role, s->msgs[i].content};
     char *full = NULL;
     size_t flen = 0;
@@ -357,10 +371,12 @@ ts_status ts_session_chat(ts_session *s, const char *user_msg, ts_gen_result *re
     }
     if (!st) st = push_msg(s, "assistant", s->reply.p ? s->reply.p : "", s->reply.len, err);
     if (st) {
-        /* A failed turn leaves the cache in an unknown state: start over next time. */
+        /* A failed turn leaves the cache in an unknown state: start over next time, and the
+         * conversation as it was before the turn (the message that failed is not kept). */
         ts_gen_reset(s->gen);
         s->pending = -1;
         s->kv_text.len = 0;
+        pop_msgs(s, n_before);
     }
     free(full);
     free(ids);

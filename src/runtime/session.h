@@ -51,6 +51,8 @@ ts_status ts_session_complete(ts_session *s, const char *prompt, ts_gen_result *
 /* One chat turn: appends the user message, prefills only the tokens the cache lacks, and
  * generates the reply (which is kept in the conversation). */
 ts_status ts_session_chat(ts_session *s, const char *user_msg, ts_gen_result *res, ts_error *err);
+/* Messages in the conversation (system, user and assistant turns); a failed turn adds none. */
+int ts_session_n_messages(const ts_session *s);
 /* Tokens prefilled by the last call: fewer than the whole conversation when the cache was
  * reused. And whether the last chat turn had to re-prefill from scratch. */
 int ts_session_reused(const ts_session *s);
