@@ -246,11 +246,38 @@ int main(void) {
     refused("decoder",
             make("\"type\": \"BPE\", " VOCAB, BL, ", \"decoder\": {\"type\": \"WordPiece\"}"),
             TS_ERR_UNSUPPORTED, "decoder", "ByteLevel");
+    /* 2^32 + 2 would wrap to the valid id 2 if it were cast without a range check */
+    refused("template bos id beyond 32 bits",
+            make("\"type\": \"BPE\", " VOCAB, BL,
+                 ", \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
+                 "{\"id\": \"<s>\", \"type_id\": 0}}], \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", "
+                 "\"ids\": [4294967298], \"tokens\": [\"<s>\"]}}}"),
+            TS_ERR_FORMAT, "post_processor", "4294967298");
+    refused("template bos id outside the vocabulary",
+            make("\"type\": \"BPE\", " VOCAB, BL,
+                 ", \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": "
+                 "{\"id\": \"<s>\", \"type_id\": 0}}], \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", "
+                 "\"ids\": [3], \"tokens\": [\"<s>\"]}}}"),
+            TS_ERR_FORMAT, "post_processor", "[0, 3)");
     refused("bad escape", make("\"type\": \"BPE\", \"vocab\": {\"a\\q\": 0}", BL, ""),
             TS_ERR_FORMAT, "invalid JSON", "escape");
     refused("lone surrogate", make("\"type\": \"BPE\", \"vocab\": {\"\\udc00\": 0}", BL, ""),
             TS_ERR_FORMAT, "invalid JSON", "surrogate");
 
+    /* an added token with an embedded NUL keeps its full content: "a\0b" is one token (id 7)
+     * and the text "a" alone is not it */
+    {
+        const char *j = make("\"type\": \"BPE\", " VOCAB ", \"merges\": [\"a b\"]", BL,
+                             ", \"added_tokens\": [{\"id\": 7, \"content\": \"a\\u0000b\", \"special\": true}]");
+        ts_tok *tn = NULL;
+        s = ts_tok_load_json(j, strlen(j), "nul.json", NULL, &tn, &err);
+        CHECK(s == TS_OK, "added token with NUL: %s", err.msg);
+        if (!s) {
+            CHECK(ts_tok_token_id(tn, "a\0b", 3) == 7, "\"a\\0b\" is not token 7 (%d)", ts_tok_token_id(tn, "a\0b", 3));
+            CHECK(ts_tok_token_id(tn, "a", 1) != 7, "the content was shortened to \"a\"");
+            ts_tok_free(tn);
+        }
+    }
     s = ts_tok_load("/nonexistent/tokenizer.json", &t, &err);
     CHECK(s == TS_ERR_IO && strstr(err.msg, "/nonexistent/tokenizer.json"), "missing file: %s",
           err.msg);

@@ -293,7 +293,8 @@ static ts_status read_added(loader *L, int64_t *max_id) {
         for (int k = 0; !s && k < 5; k++)
             s = ts_json_bool(o, flags[k], where, 0, k == 3 ? 1 : 0, &f[k], L->err);
         if (s) return s;
-        size_t len = strlen(content);
+        /* json_string_length, not strlen: a "\u0000" inside the content is part of it. */
+        size_t len = json_string_length(json_object_get(o, "content"));
         if (!len) return ts_fail(L->err, TS_ERR_FORMAT, "%s: field \"content\" is empty", where);
         tok_added *ad = &t->added[t->n_added++];
         ad->id = (int32_t)id;
@@ -437,14 +438,15 @@ static ts_status read_pretok(loader *L, const json_t *p, const char *where) {
                    where, type);
 }
 
-/* First special token of a TemplateProcessing's "single" template, if it comes first. */
-static int32_t template_bos(const json_t *pp) {
+/* First special token of a TemplateProcessing's "single" template, if it comes first: its id
+ * as written (64-bit, range-checked by the caller), or -1. */
+static json_int_t template_bos(const json_t *pp) {
     if (!json_is_object(pp)) return -1;
     const char *type = json_string_value(json_object_get(pp, "type"));
     if (type && !strcmp(type, "Sequence")) {
         const json_t *arr = json_object_get(pp, "processors");
         for (size_t i = 0; i < json_array_size(arr); i++) {
-            int32_t b = template_bos(json_array_get(arr, i));
+            json_int_t b = template_bos(json_array_get(arr, i));
             if (b >= 0) return b;
         }
         return -1;
@@ -457,7 +459,7 @@ static int32_t template_bos(const json_t *pp) {
     const json_t *ids =
         json_object_get(json_object_get(json_object_get(pp, "special_tokens"), name), "ids");
     const json_t *id = json_array_get(ids, 0);
-    return json_is_integer(id) ? (int32_t)json_integer_value(id) : -1;
+    return json_is_integer(id) ? json_integer_value(id) : -1;
 }
 
 /* A side file (config.json, tokenizer_config.json), or NULL when absent or unreadable: these
@@ -791,8 +793,14 @@ static ts_status load(loader *L, const char *buf, size_t len, const char *dir) {
     }
     if ((s = build_bytes(L))) return s;
     if (!(t->cache = tok_cache_new())) return nomem(L);
-    t->bos = template_bos(L->sec[3]);
-    if (t->bos >= t->n_vocab) t->bos = -1;
+    json_int_t bos = template_bos(L->sec[3]);
+    if (bos < -1 || bos >= t->n_vocab) {
+        s = ts_fail(L->err, TS_ERR_FORMAT,
+                    "post_processor: the template's first special token has id %lld, expected an id in "
+                    "[0, %d)", (long long)bos, t->n_vocab);
+        goto where;
+    }
+    t->bos = (int32_t)bos;
     dir_special(t, dir, "bos", &t->bos);
     dir_special(t, dir, "eos", &t->eos);
     return TS_OK;
