@@ -118,7 +118,7 @@ expect 64 "-n expects an integer" -- "$BIN" run "$M" -p hi -n 0
 expect 64 "-n expects an integer" -- "$BIN" run "$M" -p hi -n -3
 expect 64 "--temp expects" -- "$BIN" run "$M" -p hi --temp abc
 expect 64 "--top-p expects" -- "$BIN" run "$M" -p hi --top-p 0
-expect 64 "expects MODEL_DIR and -p" -- "$BIN" run "$M"
+expect 64 "expects MODEL_DIR (or DEPLOY_DIR) and -p" -- "$BIN" run "$M"
 expect 64 "unexpected argument" -- "$BIN" chat "$M" --frobnicate
 expect 1 "does not fit the context" -- "$BIN" run "$M" -p "one two three four five six" --ctx 4
 expect 2 "no such directory" -- "$BIN" chat "$TMP/missing"
