@@ -2,14 +2,8 @@
 # The tessera binary end to end: synth -> inspect -> logits -> deploy phase 0, the logits file
 # format against HF goldens, a failing gate, and the exit code + message of each bad input.
 set -u
-BIN=${TS_BIN:-build/tessera}
-FIX=${TS_FIXTURES:-tests/fixtures}
-TMP=${TS_TMP:-/tmp/tessera-tests}/cli
-rm -rf "$TMP" && mkdir -p "$TMP"
-pass=0 fail=0
-
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+NAME=cli
+source "$(dirname "$0")/lib.sh"
 
 # relcmp A B HEADER_BYTES LIMIT LABEL: rel_l2 of two float32 files after equal headers
 relcmp() {
@@ -24,18 +18,6 @@ d = math.sqrt(sum((p - q) ** 2 for p, q in zip(x, y))) / math.sqrt(sum(q * q for
 print("%s rel_l2 vs HF: %.3e" % (label, d))
 sys.exit(0 if d < limit else 1)
 PY
-}
-
-# expect CODE PATTERN -- command...: exit code and a stderr/stdout substring
-expect() {
-    local code=$1 pat=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [ "$rc" -ne "$code" ]; then bad "$* -> exit $rc, expected $code; output: $out"; return; fi
-    if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then bad "$* -> output lacks '$pat': $out"; return; fi
-    ok
 }
 
 expect 0 "synth" -- "$BIN" --help
@@ -150,5 +132,4 @@ PY
 expect 8 "loosened" -- "$BIN" eval "$TMP/dep2" --seed 5
 expect 0 "phase 2: PASS" -- "$BIN" deploy "$FIX/hf/llama_attn_bias" --phases 1-3 --threads 2 --out "$TMP/dep_hf"
 
-echo "test_cli: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -6,23 +6,8 @@
 # reuses earlier reports and refuses after a failed gate; `tessera run DEPLOY_DIR` runs the
 # deployed plan. Small perf sizes keep it fast; the numbers are not checked, only recorded.
 set -u
-BIN=${TS_BIN:-build/tessera}
-SHARED=${TS_SHARED:-../shared}
-TMP=${TS_TMP:-/tmp/tessera-tests}/deploy
-rm -rf "$TMP" && mkdir -p "$TMP"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-expect() {
-    local code=$1 pat=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1)
-    rc=$?
-    if [ "$rc" -ne "$code" ]; then bad "$* -> exit $rc, expected $code; output: $(tail -40 <<<"$out")"; return; fi
-    if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then bad "$* -> output lacks '$pat': $(tail -40 <<<"$out")"; return; fi
-    ok
-}
+NAME=deploy
+source "$(dirname "$0")/lib.sh"
 SMALL=(--threads 2 --prefill 32 --prefill-sizes 16,48 --decode-contexts 16,40 --decode-tokens 4)
 
 # Every tiny preset, every phase. Under the sanitizers (slow) two presets stand for all.
@@ -97,5 +82,4 @@ if [ -f "$TOK/tokenizer.json" ]; then
     grep -q "generation:" "$TMP/err" && ok || bad "run DEPLOY_DIR printed no speed line"
 fi
 
-echo "test_deploy: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

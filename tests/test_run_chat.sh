@@ -4,25 +4,8 @@
 # `tessera logits --target cpu` decoded from tokenizer.json; stop strings; a piped three-turn
 # chat that reuses its KV cache; and the exit code + message of each bad input.
 set -u
-BIN=${TS_BIN:-build/tessera}
-SHARED=${TS_SHARED:-../shared}
-TMP=${TS_TMP:-/tmp/tessera-tests}/run_chat
-rm -rf "$TMP" && mkdir -p "$TMP"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-
-# expect CODE PATTERN -- command...: exit code and a stderr/stdout substring
-expect() {
-    local code=$1 pat=$2
-    shift 3
-    local out rc
-    out=$("$@" 2>&1 </dev/null)
-    rc=$?
-    if [ "$rc" -ne "$code" ]; then bad "$* -> exit $rc, expected $code; output: $out"; return; fi
-    if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then bad "$* -> output lacks '$pat': $out"; return; fi
-    ok
-}
+NAME=run_chat
+source "$(dirname "$0")/lib.sh"
 
 TOK="$SHARED/tokenizers/qwen3"
 if [ ! -f "$TOK/tokenizer.json" ]; then
@@ -123,5 +106,4 @@ expect 64 "unexpected argument" -- "$BIN" chat "$M" --frobnicate
 expect 1 "does not fit the context" -- "$BIN" run "$M" -p "one two three four five six" --ctx 4
 expect 2 "no such directory" -- "$BIN" chat "$TMP/missing"
 
-echo "test_run_chat: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+finish

@@ -365,7 +365,7 @@ static double bytes_per_token(const ts_config *c, double ctx) {
 static ts_status lockstep(const ts_model *m, const ts_perf_opts *o, const json_t *tiles, int runs, int gen,
                           int *violations, json_t *out_rows, ts_error *err) {
     const ts_config *c = ts_model_config(m);
-    int V = c->n_vocab, topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value;
+    int V = c->n_vocab;
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
     ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
@@ -380,21 +380,8 @@ static ts_status lockstep(const ts_model *m, const ts_perf_opts *o, const json_t
     *violations = 0;
     for (int k = 0; k < runs && !s; k++) {
         ts_phase_prompt_tokens(c, 5, 300 + k, toks, n0);
-        ts_ref_reset(r), ts_cpu_reset(cp);
-        if ((s = ts_ref_forward(r, toks, n0, a, 0, NULL, err)) || (s = ts_cpu_forward(cp, toks, n0, b, 0, NULL, err))) break;
         int same = 0, viol = 0;
-        for (; same < gen; same++) {
-            int32_t ta = ts_argmax(a, V), tb = ts_argmax(b, V);
-            if (!isfinite(b[tb])) {
-                viol = 1;
-                break;
-            }
-            if (ta != tb) {
-                viol = ts_rank_of(a, V, tb) >= topk || ts_rank_of(b, V, ta) >= topk;
-                break;
-            }
-            if ((s = ts_ref_forward(r, &ta, 1, a, 0, NULL, err)) || (s = ts_cpu_forward(cp, &tb, 1, b, 0, NULL, err))) break;
-        }
+        if ((s = ts_phase_lockstep(r, cp, V, toks, n0, gen, a, b, &same, &viol, err))) break;
         *violations += viol;
         if (o->out)
             fprintf(o->out, "  lockstep %d (final plan vs oracle): %d of %d greedy tokens identical%s\n", k, same, gen,

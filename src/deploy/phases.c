@@ -246,6 +246,34 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
 #define P3_LOCKSTEP 8
 #define P3_GEN 32
 
+ts_status ts_phase_lockstep(ts_ref *r, ts_cpu *cp, int V, const int32_t *prompt, int n, int gen, float *a, float *b,
+                            int *same, int *violation, ts_error *err) {
+    int topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value;
+    ts_status s;
+    ts_ref_reset(r);
+    ts_cpu_reset(cp);
+    *same = *violation = 0;
+    if ((s = ts_ref_forward(r, prompt, n, a, 0, NULL, err)) || (s = ts_cpu_forward(cp, prompt, n, b, 0, NULL, err)))
+        return s;
+    for (; *same < gen; (*same)++) {
+        int32_t ta = ts_argmax(a, V), tb = ts_argmax(b, V);
+        int finite = 1;
+        for (int v = 0; v < V && finite; v++) finite = isfinite(b[v]);
+        if (!finite) {
+            *violation = 1;
+            break;
+        }
+        if (ta != tb) {
+            *violation = ts_rank_of(a, V, tb) >= topk || ts_rank_of(b, V, ta) >= topk;
+            break;
+        }
+        if (*same + 1 < gen &&
+            ((s = ts_ref_forward(r, &ta, 1, a, 0, NULL, err)) || (s = ts_cpu_forward(cp, &tb, 1, b, 0, NULL, err))))
+            return s;
+    }
+    return TS_OK;
+}
+
 void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n) {
     uint64_t s = 0xabcdef12345ull + (uint64_t)k * 7919 + seed * 0x9e3779b97f4a7c15ull;
     for (int i = 0; i < n; i++) {
@@ -313,23 +341,8 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         ts_phase_prompt_tokens(c, o->seed, 100 + k, toks, 8);
         ts_ref_reset(r);
         ts_cpu_reset(cp);
-        float *a = lr, *b = lc;
-        if ((s = ts_ref_forward(r, toks, 8, a, 0, NULL, err)) || (s = ts_cpu_forward(cp, toks, 8, b, 0, NULL, err))) break;
         int same = 0, viol = 0;
-        for (; same < P3_GEN; same++) {
-            int32_t ta = ts_argmax(a, V), tb = ts_argmax(b, V);
-            int finite = 1;
-            for (int v = 0; v < V && finite; v++) finite = isfinite(b[v]);
-            if (!finite) {
-                viol = 1;
-                break;
-            }
-            if (ta != tb) {
-                viol = ts_rank_of(a, V, tb) >= topk || ts_rank_of(b, V, ta) >= topk;
-                break;
-            }
-            if ((s = ts_ref_forward(r, &ta, 1, a, 0, NULL, err)) || (s = ts_cpu_forward(cp, &tb, 1, b, 0, NULL, err))) break;
-        }
+        if ((s = ts_phase_lockstep(r, cp, V, toks, 8, P3_GEN, lr, lc, &same, &viol, err))) break;
         lock_viol += viol;
         if (out) fprintf(out, "  lockstep %d: %2d identical greedy tokens%s\n", k, same,
                          same < P3_GEN ? (viol ? ", diverged outside top-5" : ", then a top-5 divergence") : "");
