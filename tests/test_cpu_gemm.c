@@ -63,6 +63,36 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
     free(x), free(xp), free(y), free(ref), free(got), free(row), free(xd);
 }
 
+/* The prefill kernel's result for an output does not depend on how the rows of x or of W are
+ * split between calls: S = 40 in one call equals 2 + 3 + 12 + 23 rows in four (a prompt
+ * prefilled in pieces), and any n-range split (thread shares) is bit-identical. */
+static void check_splits(ts_cpu_variant v, int N, int K) {
+    int S = 40, ldx = K + 16;
+    float *x = malloc(sizeof(float) * (size_t)S * ldx), *xp = malloc(sizeof(float) * (size_t)S * ldx);
+    float *a = malloc(sizeof(float) * (size_t)S * N), *b = malloc(sizeof(float) * (size_t)S * N);
+    for (int s = 0; s < S; s++) {
+        for (int k = 0; k < K; k++) x[(size_t)s * ldx + k] = frand();
+        ts_cpu_pack_row(xp + (size_t)s * ldx, x + (size_t)s * ldx, K);
+    }
+    ts_gemm_fn f = ts_cpu_gemm_for(v);
+    f(a, N, xp, ldx, g_w, K, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
+    int parts[] = {0, 2, 5, 17, S}; /* pieces of 2, 3, 12 and 23 rows */
+    for (int i = 0; i + 1 < 5; i++) {
+        int r = parts[i + 1] - parts[i];
+        f(b + (size_t)parts[i] * N, N, xp + (size_t)parts[i] * ldx, ldx, g_w, K, r, 0, N, ts_cpu_gemm_default_tile(r, N, K));
+    }
+    int same_rows = !memcmp(a, b, sizeof(float) * (size_t)S * N);
+    int cuts[] = {0, 5, 37, 64, 100, N};
+    for (int i = 0; i + 1 < 6; i++)
+        f(b, N, xp, ldx, g_w, K, S, cuts[i], cuts[i + 1], ts_cpu_gemm_default_tile(S, N, K));
+    int same_cols = !memcmp(a, b, sizeof(float) * (size_t)S * N);
+    printf("  %-10s splits N=%d K=%d: rows 40 = 2 + 3 + 12 + 23 %s, column shares %s\n", ts_cpu_variant_name(v), N, K,
+           same_rows ? "bit-identical" : "DIFFER", same_cols ? "bit-identical" : "DIFFER");
+    CHECK(same_rows && same_cols, "%s: split results differ (rows %d, columns %d)", ts_cpu_variant_name(v),
+          same_rows, same_cols);
+    free(x), free(xp), free(a), free(b);
+}
+
 static void check_model(ts_cpu_variant v, const char *preset) {
     ts_config c;
     ts_error err;
@@ -91,6 +121,14 @@ static void check_model(ts_cpu_variant v, const char *preset) {
         check_shape(v, shapes[i].name, 128, N, K, N / 2 - 13, N / 2 - 13 + (w < N / 2 ? w : N / 2));
         check_shape(v, shapes[i].name, 128, N, K, N - w + (w > 3 ? 3 : 0), N);
     }
+    /* small prefills (every tile remainder) and a full chunk, on the FFN shapes */
+    static const int small_s[] = {2, 3, 4, 5, 7, 8, 13, 256};
+    for (size_t i = 0; i < sizeof small_s / sizeof small_s[0]; i++) {
+        int S = small_s[i], N = c.n_ff, K = c.n_embd, w = S == 256 ? 48 : 100;
+        check_shape(v, "gate_proj/up_proj", S, N, K, N / 3 + 1, N / 3 + 1 + w);
+        check_shape(v, "down_proj", S, K, N, K - w, K);
+    }
+    check_splits(v, 160, c.n_embd);
 }
 
 int main(void) {

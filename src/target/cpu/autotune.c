@@ -66,8 +66,9 @@ static ts_status tune_shape(ts_cpu *c, const char *name, const uint16_t *W, int 
     for (int s = 0; s < S; s++) ts_cpu_pack_row(xp + (size_t)s * K, x + (size_t)s * K, K);
     ts_gemm_tile def = ts_cpu_gemm_default_tile(S, N, K);
     ts_cpu_gemm_bf16_scalar(ref, N, xp, K, W, K, S, 0, nref, def);
-    static const ts_gemm_tile prefill[] = {{2, 4, 64}, {2, 4, 16}, {1, 4, 64}, {3, 4, 64}, {3, 2, 64},
-                                           {2, 2, 64}, {2, 4, 128}, {3, 4, 16}};
+    /* The AVX2 kernel runs one panel kernel for every S >= 2 whatever the tile (gemm_avx2.c),
+     * and the scalar one ignores tiles: for prefill the autotuner only measures. */
+    static const ts_gemm_tile prefill[] = {{2, 4, 64}};
     static const ts_gemm_tile decode[] = {{1, 4, 1}, {1, 2, 1}, {1, 1, 1}};
     const ts_gemm_tile *cand = S == 1 ? decode : prefill;
     int n_cand = S == 1 ? 3 : (int)(sizeof prefill / sizeof prefill[0]);

@@ -15,7 +15,8 @@ void ts_cpu_pack_row(float *dst, const float *src, int K);
 /* The inverse: dst (K) in natural order <- packed src (K). */
 void ts_cpu_unpack_row(float *dst, const float *src, int K);
 
-/* Register-tile shape of the vector kernel: rows of x by rows of W. */
+/* Register-tile shape of the vector kernel: rows of x by rows of W. The AVX2 kernel uses it
+ * only for S == 1 (decode); for S >= 2 it runs its fixed panel kernel and ignores the tile. */
 typedef struct ts_gemm_tile {
     int ms; /* x rows per tile: 1, 2 or 3 */
     int nr; /* W rows per tile: 2 or 4 */

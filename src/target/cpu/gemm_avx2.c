@@ -3,6 +3,8 @@
  * 16-element step loads one 32-byte BF16 chunk per W row and splits it into even/odd FP32
  * vectors (shift / mask), matching the packed activations. */
 #include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "target/cpu/gemm.h"
 
@@ -109,10 +111,239 @@ static void gemv_rows(float *y, const float *x, const uint16_t *W, int K, int n0
     }
 }
 
+/* ---- Prefill: FP32 weight panels and a broadcast (outer-product) micro-kernel ----
+ *
+ * For S >= 2 the dot-product tiles above would redo the BF16 -> FP32 conversion of every W
+ * chunk for each group of x rows and finish with horizontal sums. Instead a panel of 16 W
+ * rows by KB packed positions is converted once into an L1-resident FP32 buffer, transposed
+ * so that each packed position holds the 16 rows' values contiguously, and reused by all S
+ * rows: a 6 x 16 tile keeps 12 accumulators (6 x rows by two vectors of 8 W rows) and each
+ * step broadcasts one x value per row against two panel vectors; outputs are whole y vectors.
+ * K is blocked by KB. Each output is the same FP32 computation whatever S, n0/n1, the loop
+ * order or the tile it falls in: per K block a running FMA sum in packed order from zero,
+ * added to y. So a prompt prefilled in pieces equals one call, and any split of N across
+ * threads is bit-identical. Only S == 1 (decode) keeps the tiles / GEMV above.
+ * No weight repacking: W is read in place, converted panel by panel. Per call: a 32 KiB panel
+ * buffer on the stack and, for S > TS_GEMM_SMALL_S, an x block copy of S x (KB + 16) floats
+ * (<= 272 KiB at S = 256) on the heap. */
+#ifndef TS_GEMM_PANEL_MIN_S
+#define TS_GEMM_PANEL_MIN_S 2 /* fewer rows: the tiles above (a different summation order) */
+#endif
+#ifndef TS_GEMM_KB
+#define TS_GEMM_KB 256 /* packed positions per K block: a 16 KiB panel */
+#endif
+#define PANEL_N 16
+#define PANEL_MR 6
+
+static inline void transpose8(__m256 r[8]) {
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* P[p * 16 + j] = W[n + j][k of packed position k0 + p] for p in [0, kb), j in [0, 16); rows
+ * j >= nv are zero. kb % 16 == 0. */
+static void pack_panel(float *P, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+    for (int g = 0; g < PANEL_N; g += 8) {
+        const uint16_t *rows[8];
+        int nrow = nv - g < 0 ? 0 : (nv - g > 8 ? 8 : nv - g);
+        for (int r = 0; r < 8; r++) rows[r] = W + (size_t)(n + g + (r < nrow ? r : 0)) * K + k0;
+        for (int b = 0; b < kb; b += 16) {
+            __m256 e[8], o[8];
+            for (int r = 0; r < 8; r++) {
+                if (r < nrow) bf16x16(rows[r] + b, &e[r], &o[r]);
+                else e[r] = o[r] = _mm256_setzero_ps();
+            }
+            transpose8(e);
+            transpose8(o);
+            float *d = P + (size_t)b * PANEL_N + g;
+            for (int i = 0; i < 8; i++) {
+                _mm256_store_ps(d + (size_t)i * PANEL_N, e[i]);
+                _mm256_store_ps(d + (size_t)(8 + i) * PANEL_N, o[i]);
+            }
+        }
+    }
+}
+
+/* y[i][0..8 NV) (+)= sum_p x[i][p] * P[p][0..8 NV) for i < MS (= instead of += on the first K
+ * block). Each block's sum starts from zero and is added to y at the end: a sum over K in
+ * blocks of TS_GEMM_KB has a rounding error closer to the 8-way partial sums of the GEMV than
+ * one running sum over all of K would. NV = 2: one panel; NV = 4: two panels (the second at P + pstride), for small MS,
+ * whose 2 MS accumulators alone would leave the FMA latency exposed. */
+static inline __attribute__((always_inline)) void panel_tile(float *y, int ldy, const float *x, int ldx,
+                                                             const float *P, int pstride, int kb, int MS,
+                                                             int NV, int first) {
+    __m256 acc[PANEL_MR][4];
+#pragma GCC unroll 6
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) acc[i][j] = _mm256_setzero_ps();
+    const float *x0 = x, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx, *x4 = x3 + ldx, *x5 = x4 + ldx;
+    const float *P1 = P + pstride;
+#pragma GCC unroll 4
+    for (int p = 0; p < kb; p++) {
+        __m256 w0 = _mm256_load_ps(P + (size_t)p * PANEL_N), w1 = _mm256_load_ps(P + (size_t)p * PANEL_N + 8);
+        __m256 w2 = w0, w3 = w1, b;
+        if (NV == 4) w2 = _mm256_load_ps(P1 + (size_t)p * PANEL_N), w3 = _mm256_load_ps(P1 + (size_t)p * PANEL_N + 8);
+#define STEP(I, XI)                                                                                \
+    if (MS > I) {                                                                                  \
+        b = _mm256_broadcast_ss(XI + p);                                                           \
+        acc[I][0] = _mm256_fmadd_ps(b, w0, acc[I][0]);                                             \
+        acc[I][1] = _mm256_fmadd_ps(b, w1, acc[I][1]);                                             \
+        if (NV == 4) {                                                                             \
+            acc[I][2] = _mm256_fmadd_ps(b, w2, acc[I][2]);                                         \
+            acc[I][3] = _mm256_fmadd_ps(b, w3, acc[I][3]);                                         \
+        }                                                                                          \
+    }
+        STEP(0, x0) STEP(1, x1) STEP(2, x2) STEP(3, x3) STEP(4, x4) STEP(5, x5)
+#undef STEP
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; j++) {
+            float *d = y + (size_t)i * ldy + 8 * j;
+            _mm256_storeu_ps(d, first ? acc[i][j] : _mm256_add_ps(_mm256_loadu_ps(d), acc[i][j]));
+        }
+}
+
+#define PANEL_FN(MS, NV)                                                                           \
+    static void panel_##MS##x##NV(float *y, int ldy, const float *x, int ldx, const float *P,      \
+                                  int pstride, int kb, int first) {                                \
+        if (first) panel_tile(y, ldy, x, ldx, P, pstride, kb, MS, NV, 1);                          \
+        else panel_tile(y, ldy, x, ldx, P, pstride, kb, MS, NV, 0);                                \
+    }
+PANEL_FN(1, 2)
+PANEL_FN(2, 2)
+PANEL_FN(3, 2)
+PANEL_FN(4, 2)
+PANEL_FN(5, 2)
+PANEL_FN(6, 2)
+PANEL_FN(1, 4)
+PANEL_FN(2, 4)
+PANEL_FN(3, 4)
+#undef PANEL_FN
+
+typedef void (*panel_fn)(float *, int, const float *, int, const float *, int, int, int);
+static const panel_fn k_panels[2][PANEL_MR + 1] = {
+    {0, panel_1x2, panel_2x2, panel_3x2, panel_4x2, panel_5x2, panel_6x2},
+    {0, panel_1x4, panel_2x4, panel_3x4, 0, 0, 0},
+};
+
+/* All S rows against one packed panel (wide = 0: W rows [n, n + nv), nv <= 16) or two (wide =
+ * 1: nv <= 32, the second panel at P + PANEL_N * TS_GEMM_KB) over packed positions
+ * [k0, k0 + kb); x points at column k0. Along the way it prefetches the W rows of what comes
+ * next: rows [pn, pn + pnv) at position pk (none when pk >= K). */
+static void panel_rows(float *y, int ldy, const float *x, int ldx, const float *P, const uint16_t *W,
+                       int K, int S, int n, int nv, int k0, int kb, int wide, int pn, int pnv, int pk) {
+    float edge[PANEL_MR * 2 * PANEL_N]; /* a partial panel's tile goes through this */
+    int first = k0 == 0, width = wide ? 2 * PANEL_N : PANEL_N, mr = wide ? 3 : PANEL_MR;
+    /* pnv rows of kb BF16 (kb / 32 cache lines each), spread over the tiles */
+    int pl = kb / 32, ptot = pk < K ? pnv * pl : 0, ntiles = (S + mr - 1) / mr;
+    int pstep = (ptot + ntiles - 1) / ntiles, prow = 0, pline = 0;
+    for (int s = 0, ms; s < S; s += ms) {
+        int left = S - s;
+        ms = left < mr ? left : mr;
+        if (!wide && (left == 7 || left == 8)) ms = 4; /* 4 + 3 or 4 + 4, not 6 + 1 or 6 + 2 */
+        for (int q = 0; q < pstep && prow < pnv; q++) {
+            _mm_prefetch((const char *)(W + (size_t)(pn + prow) * K + pk) + 64 * pline, _MM_HINT_T0);
+            if (++pline == pl) pline = 0, prow++;
+        }
+        float *ys = y + (size_t)s * ldy + n;
+        const float *xs = x + (size_t)s * ldx;
+        /* the next tile's y rows (partial sums from the previous K block) */
+        if (!first)
+            for (int i = ms; i < 2 * ms && s + i < S; i++) {
+                _mm_prefetch((const char *)(ys + (size_t)i * ldy), _MM_HINT_T0);
+                _mm_prefetch((const char *)(ys + (size_t)i * ldy + width - 1), _MM_HINT_T0);
+            }
+        if (nv == width) {
+            k_panels[wide][ms](ys, ldy, xs, ldx, P, PANEL_N * TS_GEMM_KB, kb, first);
+            continue;
+        }
+        for (int i = 0; i < ms; i++)
+            for (int j = 0; j < width; j++) edge[i * width + j] = j < nv && !first ? ys[(size_t)i * ldy + j] : 0;
+        k_panels[wide][ms](edge, width, xs, ldx, P, PANEL_N * TS_GEMM_KB, kb, first);
+        for (int i = 0; i < ms; i++)
+            for (int j = 0; j < nv; j++) ys[(size_t)i * ldy + j] = edge[i * width + j];
+    }
+}
+
+#ifndef TS_GEMM_SMALL_S
+#define TS_GEMM_SMALL_S 16 /* up to this many rows: panels outer */
+#endif
+#ifndef TS_GEMM_WIDE_S
+#define TS_GEMM_WIDE_S 3 /* up to this many rows: two panels per pass */
+#endif
+
+static void gemm_panels(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+                        int n0, int n1) {
+    float P[2 * PANEL_N * TS_GEMM_KB] __attribute__((aligned(64)));
+    if (S <= TS_GEMM_SMALL_S) {
+        /* Few rows: panels outer, so each panel's W rows are read start to end while its y
+         * tile stays in L1; x (S x K) is small. */
+        int wide = S <= TS_GEMM_WIDE_S, width = wide ? 2 * PANEL_N : PANEL_N;
+        for (int n = n0; n < n1; n += width) {
+            int nv = n1 - n < width ? n1 - n : width;
+            for (int k0 = 0; k0 < K; k0 += TS_GEMM_KB) {
+                int kb = K - k0 < TS_GEMM_KB ? K - k0 : TS_GEMM_KB;
+                int pn = n, pk = k0 + TS_GEMM_KB;
+                if (pk >= K) pn = n + width, pk = pn < n1 ? 0 : K;
+                int pnv = n1 - pn < width ? n1 - pn : width;
+                pack_panel(P, W, K, n, nv, k0, kb);
+                if (wide) pack_panel(P + PANEL_N * TS_GEMM_KB, W, K, n + PANEL_N, nv - PANEL_N, k0, kb);
+                panel_rows(y, ldy, xp + k0, ldx, P, W, K, S, n, nv, k0, kb, wide, pn, pnv, pk);
+            }
+        }
+        return;
+    }
+    /* K blocks outer: the x block (S x KB) stays in L2 across all panels. It is copied to a
+     * buffer first: activation rows are often 4 KiB multiples apart, which maps the whole block
+     * onto a fraction of the L2 sets; the copy's row stride (KB + 16 floats) does not. Without
+     * the buffer (allocation failure) the kernel reads x in place, only slower. */
+    int ldb = TS_GEMM_KB + 16;
+    float *xb = aligned_alloc(64, sizeof(float) * (size_t)S * ldb);
+    for (int k0 = 0; k0 < K; k0 += TS_GEMM_KB) {
+        int kb = K - k0 < TS_GEMM_KB ? K - k0 : TS_GEMM_KB;
+        const float *xs = xp + k0;
+        int lds = ldx;
+        if (xb) {
+            for (int s = 0; s < S; s++) memcpy(xb + (size_t)s * ldb, xp + (size_t)s * ldx + k0, sizeof(float) * kb);
+            xs = xb, lds = ldb;
+        }
+        for (int n = n0; n < n1; n += PANEL_N) {
+            int nv = n1 - n < PANEL_N ? n1 - n : PANEL_N;
+            int pn = n + PANEL_N, pk = k0;
+            if (pn >= n1) pn = n0, pk = k0 + TS_GEMM_KB;
+            int pnv = n1 - pn < PANEL_N ? n1 - pn : PANEL_N;
+            pack_panel(P, W, K, n, nv, k0, kb);
+            panel_rows(y, ldy, xs, lds, P, W, K, S, n, nv, k0, kb, 0, pn, pnv, pk);
+        }
+    }
+    free(xb);
+}
+
 void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
                            int S, int n0, int n1, ts_gemm_tile t) {
     if (S == 1 && t.nr <= 1) {
         gemv_rows(y, xp, W, K, n0, n1);
+        return;
+    }
+    if (S >= TS_GEMM_PANEL_MIN_S) {
+        gemm_panels(y, ldy, xp, ldx, W, K, S, n0, n1);
         return;
     }
     int ms = t.ms < 1 ? 1 : (t.ms > 3 ? 3 : t.ms);
