@@ -113,9 +113,11 @@ static void profile_md(FILE *f, const char *title, const json_t *prof) {
 static void trajectory_md(FILE *f, const json_t *rep, const char *rate_key, const char *what) {
     const json_t *rows = json_object_get(rep, "trajectory"), *r;
     size_t i;
-    fprintf(f, "\n### %s trajectory (%lld warm trials each; cold = new session + first run)\n\n"
+    fprintf(f, "\n### %s trajectory (%lld warm trials each; cold = %s)\n\n"
                "| optimization | cold ms | warm ms (mean +- sd) | tok/s | speed-up | dispatches/layer |\n"
-               "|---|---|---|---|---|---|\n", what, (long long)json_integer_value(json_object_get(rep, "trials")));
+               "|---|---|---|---|---|---|\n", what, (long long)json_integer_value(json_object_get(rep, "trials")),
+            strcmp(what, "Prefill") ? "the first decode run of a new session, after its prefill"
+                                    : "new session, weights bound, first forward");
     double base = 0;
     json_array_foreach(rows, i, r) {
         if (i == 0) base = num(r, "warm_ms_mean");
