@@ -12,16 +12,11 @@
 #include "model/model.h"
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/probe.h"
+#include "core/clock.h"
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
     "                     [--trials 5] [--autotune] [--json]";
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static long rss_peak_kb(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -87,7 +82,7 @@ int cmd_bench(int argc, char **argv) {
     }
     if (n_sizes == 0) return cli_usage("bench", k_usage, "--prefill expects sizes like 128,512");
 
-    double t0 = now_s();
+    double t0 = ts_now_s();
     ts_error err;
     ts_model *m;
     ts_status s = ts_model_open(dir, &m, &err);
@@ -98,7 +93,7 @@ int cmd_bench(int argc, char **argv) {
         ts_model_close(m);
         return cli_fail("bench", s, &err);
     }
-    double t_load = now_s() - t0;
+    double t_load = ts_now_s() - t0;
     if (autotune && (s = ts_cpu_autotune(cp, sizes[n_sizes - 1], as_json ? stderr : stdout, &err))) {
         ts_cpu_free(cp);
         ts_model_close(m);
@@ -119,9 +114,9 @@ int cmd_bench(int argc, char **argv) {
         int S = sizes[k];
         for (int t = -1; t < trials; t++) {
             ts_cpu_reset(cp);
-            double a = now_s();
+            double a = ts_now_s();
             if ((s = ts_cpu_forward(cp, toks, S, logits, 0, NULL, &err))) goto fail;
-            double dt = now_s() - a;
+            double dt = ts_now_s() - a;
             if (t < 0 && k == 0) cold_ttft = t_load + dt;
             if (t >= 0) tv[t] = S / dt;
         }
@@ -135,10 +130,10 @@ int cmd_bench(int argc, char **argv) {
     for (int t = 0; t < trials; t++) {
         ts_cpu_reset(cp);
         if ((s = ts_cpu_forward(cp, toks, (int)decode_ctx, logits, 0, NULL, &err))) goto fail;
-        double a = now_s();
+        double a = ts_now_s();
         for (int g = 0; g < gen; g++)
             if ((s = ts_cpu_forward(cp, toks + decode_ctx + g, 1, logits, 0, NULL, &err))) goto fail;
-        tv[t] = gen / (now_s() - a);
+        tv[t] = gen / (ts_now_s() - a);
     }
     stat dec = stats(tv, (int)trials);
     double avg_ctx = decode_ctx + gen / 2.0;

@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -24,18 +23,13 @@
 #include "deploy/phase0.h"
 #include "deploy/phases.h"
 #include "io/mmap.h"
+#include "core/clock.h"
 
 static const char *k_usage =
     "tessera deploy MODEL_DIR [--phases 0-7] [--golden GOLDEN_JSON] [--out DIR] [--threads N] [--force]\n"
     "                      [--json] [--trials N] [--prefill N] [--prefill-sizes 128,512]\n"
     "                      [--decode-contexts 128,1024] [--decode-tokens N]\n"
     "                      [--inject-fault STEP[:nan][@LAYER]]   (debug: corrupts one cpu step)";
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void default_out(const char *model, char *buf, size_t len) {
     char tmp[4096];
@@ -212,9 +206,9 @@ int cmd_deploy(int argc, char **argv) {
     p4.fault = p5.fault = po.fault;
     if (fault_spec && out) fprintf(out, "debug: fault injected into the cpu step %s\n", fault_spec);
     int wrote_manifest = 0;
-    double t_start = now_s();
+    double t_start = ts_now_s();
     for (int p = lo; p <= hi && (first_fail == TS_OK || force); p++) {
-        double t_phase = now_s();
+        double t_phase = ts_now_s();
         if (p == 0) {
             ts_phase0_opts o0 = {golden, out};
             s = ts_phase0_run(model, &o0, &reports[0], &err);
@@ -240,9 +234,9 @@ int cmd_deploy(int argc, char **argv) {
                 s = spawn_eval(outdir, nthreads, out, &err);
             }
         }
-        if (out) fprintf(out, "phase %d took %.1f s\n", p, now_s() - t_phase);
+        if (out) fprintf(out, "phase %d took %.1f s\n", p, ts_now_s() - t_phase);
         if (p != 7 && reports[p]) {
-            json_object_set_new(reports[p], "wall_s", json_real(now_s() - t_phase));
+            json_object_set_new(reports[p], "wall_s", json_real(ts_now_s() - t_phase));
             char name[32];
             snprintf(name, sizeof name, "phase%d.json", p);
             if (first_fail != TS_OK) json_object_set_new(reports[p], "forced", json_true());
@@ -268,7 +262,7 @@ int cmd_deploy(int argc, char **argv) {
     /* The deployment directory is finalized whatever happened, so a failure is on record. */
     if (!wrote_manifest && (s = ts_manifest_write(m, outdir, reports, nthreads, force && first_fail, diag, &err))) goto fail;
     if (!as_json) printf("manifest: %s/manifest.json\nreport: %s/report.md\n", outdir, outdir);
-    if (out) fprintf(out, "deploy: phases %d-%d in %.1f s\n", lo, hi, now_s() - t_start);
+    if (out) fprintf(out, "deploy: phases %d-%d in %.1f s\n", lo, hi, ts_now_s() - t_start);
     for (int p = 0; p < TS_N_PHASES; p++) json_decref(reports[p]);
     json_decref(diag);
     ts_model_close(m);

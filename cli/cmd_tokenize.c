@@ -12,15 +12,10 @@
 #include "core/error.h"
 #include "io/mmap.h"
 #include "tok/tokenizer.h"
+#include "core/clock.h"
 
 static const char *k_usage = "tessera tokenize PATH [--ids] [--bos] [--file F]\n"
                              "       tessera tokenize PATH --bench --file CORPUS [--mb N]";
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Reads all of f into a malloc'd buffer; NULL on failure. */
 static char *slurp(FILE *f, size_t *len) {
@@ -132,9 +127,9 @@ static int load_corpus(const char *path, char ***texts, size_t **lens, size_t *n
 static int bench(const char *path, const char *file, double mb) {
     ts_error err;
     ts_tok *t;
-    double t0 = now_s();
+    double t0 = ts_now_s();
     ts_status s = ts_tok_load(path, &t, &err);
-    double load_ms = (now_s() - t0) * 1e3;
+    double load_ms = (ts_now_s() - t0) * 1e3;
     if (s) return cli_fail("tokenize", s, &err);
     char **texts;
     size_t *lens, n, total = 0;
@@ -153,7 +148,7 @@ static int bench(const char *path, const char *file, double mb) {
         s = ts_tok_encode(t, texts[i], lens[i], 0, &ids, &k, &err);
         if (!s) free(ids);
     }
-    t0 = now_s();
+    t0 = ts_now_s();
     while (!s && total && done < target) {
         for (size_t i = 0; !s && i < n; i++) {
             int32_t *ids;
@@ -167,7 +162,7 @@ static int bench(const char *path, const char *file, double mb) {
         done += total;
         rounds++;
     }
-    double sec = now_s() - t0;
+    double sec = ts_now_s() - t0;
     int rc = 0;
     if (s)
         rc = cli_fail("tokenize", s, &err);

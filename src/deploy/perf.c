@@ -4,13 +4,13 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "deploy/gates.h"
 #include "deploy/phases.h"
 #include "target/cpu/probe.h"
+#include "core/clock.h"
 
 typedef struct traj_step {
     const char *name;
@@ -43,12 +43,6 @@ typedef struct measure {
     size_t copied;
     json_t *profile;
 } measure;
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
 
 void ts_perf_stats(const double *x, int n, double *mean, double *sd) {
     double s = 0, q = 0;
@@ -129,18 +123,18 @@ static ts_status prefill_case(const ts_model *m, const ts_perf_opts *o, unsigned
     ts_status s = toks && lg && t ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "phase 4: out of memory");
     memset(r, 0, sizeof *r);
     if (!s) prompt(c, toks, P);
-    double a = now_ms();
+    double a = ts_now_s() * 1e3;
     if (!s) s = ts_cpu_new(m, P, &co, &cp, err);
     if (!s && tiles) s = ts_perf_apply_tiles(cp, tiles, err);
-    r->create_ms = now_ms() - a;
+    r->create_ms = ts_now_s() * 1e3 - a;
     if (!s) s = ts_cpu_forward(cp, toks, P, lg, 0, NULL, err);
-    r->cold_ms = now_ms() - a;
+    r->cold_ms = ts_now_s() * 1e3 - a;
     if (!s) ts_cpu_profile_reset(cp);
     for (int i = 0; i < o->trials && !s; i++) {
         ts_cpu_reset(cp);
-        double b = now_ms();
+        double b = ts_now_s() * 1e3;
         s = ts_cpu_forward(cp, toks, P, lg, 0, NULL, err);
-        t[i] = now_ms() - b;
+        t[i] = ts_now_s() * 1e3 - b;
     }
     if (!s) {
         ts_perf_stats(t, o->trials, &r->mean_ms, &r->sd_ms);
@@ -169,22 +163,22 @@ static ts_status decode_case(const ts_model *m, const ts_perf_opts *o, unsigned 
     ts_status s = toks && lg && lg0 && t ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "phase 5: out of memory");
     memset(r, 0, sizeof *r);
     if (!s) prompt(c, toks, C);
-    double a = now_ms();
+    double a = ts_now_s() * 1e3;
     if (!s) s = ts_cpu_new(m, C + D, &co, &cp, err);
     if (!s && tiles) s = ts_perf_apply_tiles(cp, tiles, err);
-    r->create_ms = now_ms() - a;
+    r->create_ms = ts_now_s() * 1e3 - a;
     if (!s) s = ts_cpu_forward(cp, toks, C, lg0, 0, NULL, err);
     for (int i = -1; i < o->trials && !s; i++) {
         if (i == 0) ts_cpu_profile_reset(cp);
         ts_cpu_truncate(cp, C);
         memcpy(lg, lg0, sizeof(float) * (size_t)c->n_vocab);
-        double b = now_ms();
+        double b = ts_now_s() * 1e3;
         for (int g = 0; g < D && !s; g++) {
             int32_t tok = ts_argmax(lg, c->n_vocab);
             s = ts_cpu_forward(cp, &tok, 1, lg, 0, NULL, err);
         }
-        if (i < 0) r->cold_ms = now_ms() - b;
-        else t[i] = now_ms() - b;
+        if (i < 0) r->cold_ms = ts_now_s() * 1e3 - b;
+        else t[i] = ts_now_s() * 1e3 - b;
     }
     if (!s) {
         ts_perf_stats(t, o->trials, &r->mean_ms, &r->sd_ms);
@@ -265,11 +259,11 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
      * `tessera run DEPLOY_DIR` does from the manifest. */
     ts_cpu *cp = NULL;
     ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
-    double a = now_ms();
+    double a = ts_now_s() * 1e3;
     if (out) fprintf(out, "phase 4 (prefill): autotuning GEMM tiles at S=%d and decode\n", P);
     if (!(s = ts_cpu_new(m, P, &co, &cp, err)) && !(s = ts_cpu_autotune(cp, P, out, err))) tiles = tiles_json(cp);
     ts_cpu_free(cp);
-    double tune_ms = now_ms() - a;
+    double tune_ms = ts_now_s() * 1e3 - a;
     if (!s && out)
         fprintf(out, "phase 4: optimization trajectory, prefill of %d tokens, %d warm trials each\n", P, o->trials);
     measure fin = {0};

@@ -12,12 +12,7 @@
 #include "deploy/golden.h"
 #include "io/mmap.h"
 #include "model/model.h"
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+#include "core/clock.h"
 
 /* Canonical inputs when no golden file is given: BOS alone, then two fixed pseudo-random
  * sequences (8 and 32 tokens) over the whole vocabulary. */
@@ -35,11 +30,11 @@ static int canonical_seq(const ts_config *c, int k, int32_t *toks) {
 ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **report, ts_error *err) {
     *report = NULL;
     FILE *out = o->out;
-    double t0 = now_ms();
+    double t0 = ts_now_s() * 1e3;
     ts_model *m;
     ts_status s = ts_model_open(dir, &m, err);
     if (s) return s;
-    double t_open = now_ms() - t0;
+    double t_open = ts_now_s() * 1e3 - t0;
     const ts_config *c = ts_model_config(m);
     char feat[256];
     ts_config_features(c, feat, sizeof feat);
@@ -48,9 +43,9 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
                      "  %d tensors, %.4g M parameters, opened in %.1f ms\n",
                 dir, c->arch_name, c->n_layers, c->n_embd, c->n_ff, c->n_vocab, feat,
                 m->store.n_tensors, (double)m->n_params / 1e6, t_open);
-    t0 = now_ms();
+    t0 = ts_now_s() * 1e3;
     s = ts_model_check_values(m, err);
-    double t_check = now_ms() - t0;
+    double t_check = ts_now_s() * 1e3 - t0;
     if (s) {
         ts_model_close(m);
         return s;
@@ -89,9 +84,9 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
         ts_ref *r = NULL;
         if (!logits || !hidden) s = ts_fail(err, TS_ERR_NOMEM, "out of memory");
         else if (!(s = ts_ref_new(m, n, &r, err))) {
-            double tf = now_ms();
+            double tf = ts_now_s() * 1e3;
             s = ts_ref_forward(r, toks, n, logits, 1, hidden, err);
-            t_fwd += now_ms() - tf;
+            t_fwd += ts_now_s() * 1e3 - tf;
         }
         ts_ref_free(r);
         if (!s) {

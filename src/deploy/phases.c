@@ -15,12 +15,7 @@
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
 #include "target/ref/ref_kernels.h"
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "core/clock.h"
 
 static float frand(uint64_t *s) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
@@ -75,9 +70,9 @@ static ts_status kernel_case(const ts_tensor *W, int S, int N, int K, ts_metrics
     ts_ref_matmul(ref, x, &win, NULL, S, n1 - n0, K, row);
     ts_gemm_fn gemm = ts_cpu_gemm_for(ts_cpu_best_variant());
     ts_gemm_tile t = ts_cpu_gemm_default_tile(S, N, K);
-    double a = now_s();
+    double a = ts_now_s();
     gemm(y, N, xp, K, w, K, S, 0, N, t);
-    *ms = (now_s() - a) * 1e3;
+    *ms = (ts_now_s() - a) * 1e3;
     int64_t unwritten = 0;
     for (int r = 0; r < S; r++) {
         for (int n = 0; n < N; n++) unwritten += isnan(y[(size_t)r * N + n]);

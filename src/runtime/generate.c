@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/clock.h"
 
 #define GEN_MAX_EOS 32
 
@@ -36,12 +37,6 @@ const char *ts_gen_stop_name(ts_gen_stop r) {
     case TS_GEN_STOP_CTX: return "context full";
     }
     return "?";
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void add_eos(ts_gen *g, int32_t id) {
@@ -132,10 +127,10 @@ ts_status ts_gen_run(ts_gen *g, const int32_t *prompt, int n, ts_gen_result *res
     for (int i = 0; i < n; i++) ts_sampler_accept(g->sampler, prompt[i]);
     ts_tok_stream_reset(g->stream);
     ts_stopper_reset(g->stopper);
-    double t0 = now_s();
+    double t0 = ts_now_s();
     ts_status s = ts_cpu_forward(g->cpu, prompt, n, g->logits, 0, NULL, err);
     if (s) return s;
-    double t1 = now_s();
+    double t1 = ts_now_s();
     res->n_prompt = n;
     res->prompt_s = t1 - t0;
     ts_gen_stop why = TS_GEN_STOP_MAX;
@@ -179,7 +174,7 @@ ts_status ts_gen_run(ts_gen *g, const int32_t *prompt, int n, ts_gen_result *res
         else why = TS_GEN_STOP_STRING;
     }
     res->n_gen = g->n_kept;
-    res->gen_s = now_s() - t1;
+    res->gen_s = ts_now_s() - t1;
     res->stop = why;
     return s;
 }

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "deploy/gates.h"
 #include "target/cpu/cpu_internal.h"
+#include "core/clock.h"
 
 typedef struct tune_job {
     ts_gemm_fn gemm;
@@ -27,12 +28,6 @@ static void tune_run(void *p, int ith, int nth) {
     int u0 = ith * per + (ith < rem ? ith : rem), u1 = u0 + per + (ith < rem);
     int a = u0 * 4 < j->N ? u0 * 4 : j->N, b = u1 * 4 < j->N ? u1 * 4 : j->N;
     if (a < b) j->gemm(j->y, j->N, j->xp, j->K, j->W, j->K, j->S, a, b, j->t);
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
 static void record(ts_cpu *c, int bucket, int N, int K, ts_gemm_tile t, double gf) {
@@ -88,9 +83,9 @@ static ts_status tune_shape(ts_cpu *c, const char *name, const uint16_t *W, int 
         if (!ts_threshold_pass(tr, m.rel_l2) || m.nonfinite) continue;
         double t = 1e30;
         for (int rep = 0; rep < 3; rep++) {
-            double a = now_s();
+            double a = ts_now_s();
             ts_pool_run(c->pool, tune_run, &j);
-            double d = now_s() - a;
+            double d = ts_now_s() - a;
             if (d < t) t = d;
         }
         double gf = flops / t / 1e9;

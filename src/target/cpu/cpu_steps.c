@@ -9,12 +9,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "core/error.h"
 #include "target/cpu/attn.h"
 #include "target/cpu/cpu_internal.h"
 #include "target/cpu/gemm.h"
+#include "core/clock.h"
 
 /* ---- small row kernels (plain C: a small share of the time) ---- */
 
@@ -278,16 +278,10 @@ static void run_stages(void *ctx, int ith, int nth) {
     }
 }
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
-}
-
 void ts_cpu_dispatch(ts_cpu *c, ts_pool_fn fn, int slot) {
-    double t0 = now_ms();
+    double t0 = ts_now_s() * 1e3;
     ts_pool_run(c->pool, fn, c);
-    c->prof_ms[slot] += now_ms() - t0;
+    c->prof_ms[slot] += ts_now_s() * 1e3 - t0;
     c->prof_calls[slot]++;
 }
 

@@ -6,12 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "core/clock.h"
 
 typedef struct probe_ctx {
     ts_cpu_variant v;
@@ -56,9 +51,9 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
     c->v = v;
     c->iters = v >= TS_CPU_AVX2 ? 20000000 : 4000000;
     for (int t = 0; t < trials; t++) {
-        double a = now_s();
+        double a = ts_now_s();
         ts_pool_run(pool, fma_job, c);
-        double dt = now_s() - a, f = 0;
+        double dt = ts_now_s() - a, f = 0;
         for (int i = 0; i < nth; i++) f += c->flops[i];
         if (f / dt / 1e9 > out->flops_gflops) out->flops_gflops = f / dt / 1e9;
     }
@@ -68,9 +63,9 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
         memset(buf, 1, c->bytes); /* fault every page in before timing */
         c->buf = buf;
         for (int t = 0; t < trials; t++) {
-            double a = now_s();
+            double a = ts_now_s();
             ts_pool_run(pool, read_job, c);
-            double dt = now_s() - a;
+            double dt = ts_now_s() - a;
             size_t done = ((c->bytes / (size_t)nth) & ~(size_t)127) * (size_t)nth;
             if (done / dt / 1e9 > out->read_gbs) out->read_gbs = (double)done / dt / 1e9;
         }
