@@ -71,6 +71,14 @@ expect 0 "phase 6: PASS" -- "$BIN" deploy "$M" --phases 4-7 --out "$TMP/r" "${SM
 python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(not all(k in m['gates'] for k in ['phase0','phase3','phase4','phase6']))" \
     "$TMP/r/manifest.json" && ok || bad "resumed manifest lacks earlier or later phases"
 
+# A hand-edited manifest with a malformed tile is refused by name.
+cp -r "$TMP/r" "$TMP/rbad"
+python3 - "$TMP/rbad/manifest.json" <<'PY'
+import json, sys
+p = sys.argv[1]; m = json.load(open(p)); m["target"]["tiles"][0]["ms"] = "three"; json.dump(m, open(p, "w"))
+PY
+expect 3 "target.tiles[0].ms: expected a non-negative integer" -- "$BIN" run "$TMP/rbad" -p "x" -n 1
+
 # tessera run DEPLOY_DIR: the deployed plan on a model with the real Qwen3 tokenizer.
 TOK="$SHARED/tokenizers/qwen3"
 if [ -f "$TOK/tokenizer.json" ]; then

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "deploy/perf.h"
 #include "io/mmap.h"
 
 int ts_deployment_is(const char *dir) {
@@ -37,34 +38,12 @@ ts_status ts_deployment_load(const char *dir, ts_deployment *d, ts_error *err) {
         s = ts_fail(err, TS_ERR_FORMAT, "%s: target.threads: expected an integer in [1, 256]", path);
         goto done;
     }
-    if (tiles && !json_is_array(tiles) && !json_is_string(tiles)) {
-        s = ts_fail(err, TS_ERR_FORMAT, "%s: target.tiles: expected an array of tiles", path);
-        goto done;
-    }
     snprintf(d->model_dir, sizeof d->model_dir, "%s", mdir);
     d->threads = (int)json_integer_value(threads);
     d->all_gates_passed = json_is_true(json_object_get(man, "all_gates_passed"));
-    size_t i;
-    const json_t *t;
-    if (json_is_array(tiles)) json_array_foreach(tiles, i, t) {
-            static const char *keys[6] = {"bucket", "n", "k", "ms", "nr", "sb"};
-            int v[6];
-            for (int k = 0; k < 6; k++) {
-                const json_t *x = json_object_get(t, keys[k]);
-                if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 1 << 24) {
-                    s = ts_fail(err, TS_ERR_FORMAT, "%s: target.tiles[%zu].%s: expected a non-negative integer", path, i,
-                                keys[k]);
-                    goto done;
-                }
-                v[k] = (int)json_integer_value(x);
-            }
-            if (d->n_tiles == TS_DEPLOY_MAX_TILES) {
-                s = ts_fail(err, TS_ERR_FORMAT, "%s: target.tiles: more than %d tiles", path, TS_DEPLOY_MAX_TILES);
-                goto done;
-            }
-            d->tiles[d->n_tiles++] = (ts_cpu_tile_rec){v[0], v[1], v[2], v[3], v[4], v[5],
-                                                       json_number_value(json_object_get(t, "gflops"))};
-        }
+    char where[4200];
+    snprintf(where, sizeof where, "%s: target.tiles", path);
+    s = ts_perf_tiles_parse(tiles, where, d->tiles, TS_DEPLOY_MAX_TILES, &d->n_tiles, err);
 done:
     json_decref(man);
     free(path);

@@ -30,8 +30,8 @@ static ts_status generate(const ts_model *m, const ts_deployment *d, int32_t *ou
     for (int i = 0; i < GEN; i++) out[i] = -1;
     for (int i = 0; i < gen && !s; i++) {
         out[i] = ts_argmax(lg, c->n_vocab);
-        if (!isfinite(lg[out[i]])) return ts_fail(err, TS_ERR_VALUE, "phase 6: non-finite logits at token %d", i);
-        if (i + 1 < gen) s = ts_cpu_forward(cp, &out[i], 1, lg, 0, NULL, err);
+        if (!isfinite(lg[out[i]])) s = ts_fail(err, TS_ERR_VALUE, "phase 6: non-finite logits at token %d", i);
+        else if (i + 1 < gen) s = ts_cpu_forward(cp, &out[i], 1, lg, 0, NULL, err);
     }
     ts_cpu_free(cp);
     free(lg);

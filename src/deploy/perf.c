@@ -62,24 +62,33 @@ void ts_perf_defaults(ts_perf_opts *o, int phase) {
     o->sizes[1] = phase == 4 ? 512 : 1024;
 }
 
-ts_status ts_perf_apply_tiles(ts_cpu *c, const json_t *tiles, ts_error *err) {
-    size_t n = json_array_size(tiles), i;
-    if (!n) return TS_OK;
-    ts_cpu_tile_rec *r = calloc(n, sizeof *r);
-    if (!r) return ts_fail(err, TS_ERR_NOMEM, "out of memory for %zu tiles", n);
+ts_status ts_perf_tiles_parse(const json_t *tiles, const char *where, ts_cpu_tile_rec *out, int max, int *n,
+                              ts_error *err) {
+    *n = 0;
+    if (!tiles || json_is_string(tiles)) return TS_OK; /* "defaults (phase 4 did not run)" */
+    if (!json_is_array(tiles)) return ts_fail(err, TS_ERR_FORMAT, "%s: expected an array of tiles", where);
+    size_t i;
     const json_t *t;
     json_array_foreach(tiles, i, t) {
-        r[i] = (ts_cpu_tile_rec){(int)json_integer_value(json_object_get(t, "bucket")),
-                                 (int)json_integer_value(json_object_get(t, "n")),
-                                 (int)json_integer_value(json_object_get(t, "k")),
-                                 (int)json_integer_value(json_object_get(t, "ms")),
-                                 (int)json_integer_value(json_object_get(t, "nr")),
-                                 (int)json_integer_value(json_object_get(t, "sb")),
-                                 json_number_value(json_object_get(t, "gflops"))};
+        static const char *keys[6] = {"bucket", "n", "k", "ms", "nr", "sb"};
+        int v[6];
+        for (int k = 0; k < 6; k++) {
+            const json_t *x = json_object_get(t, keys[k]);
+            if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 1 << 24)
+                return ts_fail(err, TS_ERR_FORMAT, "%s[%zu].%s: expected a non-negative integer", where, i, keys[k]);
+            v[k] = (int)json_integer_value(x);
+        }
+        if (*n == max) return ts_fail(err, TS_ERR_FORMAT, "%s: more than %d tiles", where, max);
+        out[(*n)++] = (ts_cpu_tile_rec){v[0], v[1], v[2], v[3], v[4], v[5], json_number_value(json_object_get(t, "gflops"))};
     }
-    ts_status s = ts_cpu_tiles_set(c, r, (int)n, err);
-    free(r);
-    return s;
+    return TS_OK;
+}
+
+ts_status ts_perf_apply_tiles(ts_cpu *c, const json_t *tiles, ts_error *err) {
+    ts_cpu_tile_rec r[64];
+    int n;
+    ts_status s = ts_perf_tiles_parse(tiles, "tiles", r, 64, &n, err);
+    return s ? s : ts_cpu_tiles_set(c, r, n, err);
 }
 
 static json_t *tiles_json(const ts_cpu *c) {
@@ -218,7 +227,7 @@ static void print_profile(FILE *out, const json_t *prof) {
 
 /* Runs the trajectory rows; tiles for the rows that want them. */
 static ts_status trajectory(const ts_model *m, const ts_perf_opts *o, int phase, const json_t *tiles, int size,
-                            json_t *rows, json_t **base_profile, json_t **final_profile, measure *final, ts_error *err) {
+                            json_t *rows, json_t **base_profile, json_t **final_profile, ts_error *err) {
     const traj_step *steps = phase == 4 ? k_prefill : k_decode;
     int n = phase == 4 ? (int)(sizeof k_prefill / sizeof *k_prefill) : (int)(sizeof k_decode / sizeof *k_decode);
     const char *key = phase == 4 ? "prefill_tok_s" : "decode_tok_s";
@@ -241,7 +250,7 @@ static ts_status trajectory(const ts_model *m, const ts_perf_opts *o, int phase,
             json_object_set_new(row, "note", json_string("copying skipped: two copies of the weights exceed 70% of RAM"));
         json_array_append_new(rows, row);
         if (i == 0) *base_profile = r.profile;
-        else if (i == n - 1) *final_profile = r.profile, *final = r;
+        else if (i == n - 1) *final_profile = r.profile;
         else json_decref(r.profile);
     }
     return s;
@@ -266,8 +275,7 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     double tune_ms = ts_now_s() * 1e3 - a;
     if (!s && out)
         fprintf(out, "phase 4: optimization trajectory, prefill of %d tokens, %d warm trials each\n", P, o->trials);
-    measure fin = {0};
-    if (!s) s = trajectory(m, o, 4, tiles, P, rows, &base_prof, &final_prof, &fin, err);
+    if (!s) s = trajectory(m, o, 4, tiles, P, rows, &base_prof, &final_prof, err);
     /* TTFT of the final plan at each size: a new session each time (cold), then warm trials. */
     for (int i = 0; i < o->n_sizes && !s; i++) {
         int S = o->sizes[i];
@@ -402,8 +410,7 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     if (out)
         fprintf(out, "phase 5 (decode): optimization trajectory, %d greedy tokens after %d, %d warm trials each%s\n", D, C0,
                 o->trials, tiles ? "" : " (no phase-4 report: default tiles)");
-    measure fin = {0};
-    s = trajectory(m, o, 5, tiles, C0, rows, &base_prof, &final_prof, &fin, err);
+    s = trajectory(m, o, 5, tiles, C0, rows, &base_prof, &final_prof, err);
     /* Peaks of this machine now, for the bandwidth fraction. */
     ts_peaks pk = {0};
     if (!s) {

@@ -33,7 +33,11 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
 /* phase4: its report (for the tiles), or NULL to run with default tiles. */
 ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *phase4, json_t **report,
                         ts_error *err);
-/* Tiles of a phase-4 report (or a manifest's target.tiles) into a session. */
+/* Tiles of a phase-4 report or a manifest's target.tiles (a string there means defaults: no
+ * tiles); errors name `where` and the field. */
+ts_status ts_perf_tiles_parse(const json_t *tiles, const char *where, ts_cpu_tile_rec *out, int max, int *n,
+                              ts_error *err);
+/* The same, applied to a session (which checks the values against the model). */
 ts_status ts_perf_apply_tiles(ts_cpu *c, const json_t *tiles, ts_error *err);
 
 /* Re-measurement for the evaluator, with the deployed plan (tiles: a manifest's
