@@ -210,7 +210,7 @@ int cmd_deploy(int argc, char **argv) {
     for (int p = lo; p <= hi && (first_fail == TS_OK || force); p++) {
         double t_phase = ts_now_s();
         if (p == 0) {
-            ts_phase0_opts o0 = {golden, out};
+            ts_phase0_opts o0 = {golden, out, (int)threads};
             s = ts_phase0_run(model, &o0, &reports[0], &err);
         } else {
             if (!m && (s = ts_model_open(model, &m, &err))) goto fail;

@@ -82,6 +82,7 @@ int cmd_logits(int argc, char **argv) {
     float *logits = NULL, *hidden = NULL;
     ts_status s = ts_model_open(model, &m, &err);
     if (!s) s = use_cpu ? ts_cpu_new(m, n, &co, &cp, &err) : ts_ref_new(m, n, &r, &err);
+    if (!s && r) s = ts_ref_set_threads(r, (int)threads, &err);
     if (!s) {
         size_t V = (size_t)ts_model_n_vocab(m);
         logits = malloc(sizeof(float) * (last ? 1 : (size_t)n) * V);

@@ -54,6 +54,9 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
 void ts_ref_free(ts_ref *r);
 void ts_ref_reset(ts_ref *r); /* empties the KV cache */
 int ts_ref_n_past(const ts_ref *r);
+/* Splits the oracle's matmuls by output column over n threads (0 = all cores; default 1).
+ * Results do not depend on n: each output is computed whole by one thread. */
+ts_status ts_ref_set_threads(ts_ref *r, int n_threads, ts_error *err);
 
 /* Appends n tokens after the cached ones (prefill when n > 1, decode when n == 1).
  * logits: NULL, or n x n_vocab floats (all_logits != 0) or n_vocab floats (last position).

@@ -48,7 +48,9 @@ ts_status ts_diagnose(const ts_model *m, const ts_cpu_opts *co, FILE *out, json_
         s = ts_fail(err, TS_ERR_NOMEM, "diagnosis: out of memory");
         goto done;
     }
-    if ((s = ts_ref_new(m, S, &r, err)) || (s = ts_cpu_new(m, S, co, &cp, err))) goto done;
+    if ((s = ts_ref_new(m, S, &r, err)) || (s = ts_ref_set_threads(r, co->n_threads, err)) ||
+        (s = ts_cpu_new(m, S, co, &cp, err)))
+        goto done;
     if (out) fprintf(out, "diagnosis: cpu target against the oracle on a %d-token prompt, layer by layer\n", S);
     if ((s = ts_ref_forward(r, toks, S, lr, 0, hr, err)) || (s = ts_cpu_forward(cp, toks, S, lc, 0, hc, err))) goto done;
     int failing = -1, nan_layer = -1;
@@ -79,7 +81,7 @@ ts_status ts_diagnose(const ts_model *m, const ts_cpu_opts *co, FILE *out, json_
      * fault can hide in one model's numbers), layer after layer until a step fails alone. */
     for (int l = failing >= 0 ? failing : 0; l < (failing >= 0 ? failing + 1 : L); l++) {
         ts_ref *r2 = NULL;
-        if ((s = ts_ref_new(m, S, &r2, err))) goto done;
+        if ((s = ts_ref_new(m, S, &r2, err)) || (s = ts_ref_set_threads(r2, co->n_threads, err))) goto done;
         if (out)
             fprintf(out, "  layer %d, each step alone on the oracle's inputs (gate: phase-1 kernel thresholds):\n"
                          "    %-10s %-48s %11s %13s %9s\n", l, "step", "shape", "rel_l2", "pearson", "nonfinite");

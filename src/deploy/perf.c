@@ -225,9 +225,10 @@ static void print_profile(FILE *out, const json_t *prof) {
                 json_number_value(json_object_get(p, "ms_per_run")), 100 * json_number_value(json_object_get(p, "share")));
 }
 
-/* Runs the trajectory rows; tiles for the rows that want them. */
+/* Runs the trajectory rows; tiles for the rows that want them. *last: the final row's
+ * measurement (the deployed plan at this size), which the TTFT and context tables reuse. */
 static ts_status trajectory(const ts_model *m, const ts_perf_opts *o, int phase, const json_t *tiles, int size,
-                            json_t *rows, json_t **base_profile, json_t **final_profile, ts_error *err) {
+                            json_t *rows, json_t **base_profile, json_t **final_profile, measure *last, ts_error *err) {
     const traj_step *steps = phase == 4 ? k_prefill : k_decode;
     int n = phase == 4 ? (int)(sizeof k_prefill / sizeof *k_prefill) : (int)(sizeof k_decode / sizeof *k_decode);
     const char *key = phase == 4 ? "prefill_tok_s" : "decode_tok_s";
@@ -252,6 +253,7 @@ static ts_status trajectory(const ts_model *m, const ts_perf_opts *o, int phase,
         if (i == 0) *base_profile = r.profile;
         else if (i == n - 1) *final_profile = r.profile;
         else json_decref(r.profile);
+        if (i == n - 1) *last = r, last->profile = NULL;
     }
     return s;
 }
@@ -262,6 +264,7 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     int P = o->prefill < c->max_pos ? o->prefill : c->max_pos;
     json_t *rep = json_object(), *rows = json_array(), *ttft = json_array(), *gates = json_array();
     json_t *tiles = NULL, *base_prof = NULL, *final_prof = NULL;
+    measure fin = {0};
     ts_status s = TS_OK;
     *report = NULL;
     /* Autotune in a session of its own, so the trajectory's tuned row loads tiles exactly as
@@ -275,7 +278,7 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     double tune_ms = ts_now_s() * 1e3 - a;
     if (!s && out)
         fprintf(out, "phase 4: optimization trajectory, prefill of %d tokens, %d warm trials each\n", P, o->trials);
-    if (!s) s = trajectory(m, o, 4, tiles, P, rows, &base_prof, &final_prof, err);
+    if (!s) s = trajectory(m, o, 4, tiles, P, rows, &base_prof, &final_prof, &fin, err);
     /* TTFT of the final plan at each size: a new session each time (cold), then warm trials. */
     for (int i = 0; i < o->n_sizes && !s; i++) {
         int S = o->sizes[i];
@@ -283,8 +286,8 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
             if (out) fprintf(out, "  TTFT at %d tokens skipped: beyond max_position_embeddings %d\n", S, c->max_pos);
             continue;
         }
-        measure r;
-        if ((s = prefill_case(m, o, 0, tiles, S, &r, err))) break;
+        measure r = fin; /* at the trajectory's size the final row is this measurement: not run twice */
+        if (S != P && (s = prefill_case(m, o, 0, tiles, S, &r, err))) break;
         json_decref(r.profile);
         if (out)
             fprintf(out, "  TTFT %5d tokens: cold %9.1f ms, warm %9.2f ms +- %.2f (%.2f tok/s)\n", S, r.cold_ms, r.mean_ms,
@@ -377,6 +380,7 @@ static ts_status lockstep(const ts_model *m, const ts_perf_opts *o, const json_t
     if (gen > c->max_pos - n0) gen = c->max_pos - n0;
     ts_status s = a && b ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "phase 5: out of memory");
     if (!s) s = ts_ref_new(m, n0 + gen + 1, &r, err);
+    if (!s) s = ts_ref_set_threads(r, o->threads, err);
     if (!s) s = ts_cpu_new(m, n0 + gen + 1, &co, &cp, err);
     if (!s && tiles) s = ts_perf_apply_tiles(cp, tiles, err);
     *violations = 0;
@@ -405,12 +409,13 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     if (C0 + D > c->max_pos) C0 = c->max_pos - D > 1 ? c->max_pos - D : 1;
     json_t *rep = json_object(), *rows = json_array(), *ctxs = json_array(), *gates = json_array(), *lock = json_array();
     json_t *base_prof = NULL, *final_prof = NULL;
+    measure fin = {0};
     *report = NULL;
     ts_status s = TS_OK;
     if (out)
         fprintf(out, "phase 5 (decode): optimization trajectory, %d greedy tokens after %d, %d warm trials each%s\n", D, C0,
                 o->trials, tiles ? "" : " (no phase-4 report: default tiles)");
-    s = trajectory(m, o, 5, tiles, C0, rows, &base_prof, &final_prof, err);
+    s = trajectory(m, o, 5, tiles, C0, rows, &base_prof, &final_prof, &fin, err);
     /* Peaks of this machine now, for the bandwidth fraction. */
     ts_peaks pk = {0};
     if (!s) {
@@ -425,8 +430,8 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
             if (out) fprintf(out, "  decode at context %d skipped: beyond max_position_embeddings %d\n", C, c->max_pos);
             continue;
         }
-        measure r;
-        if ((s = decode_case(m, o, 0, tiles, C, &r, err))) break;
+        measure r = fin; /* the trajectory's final row is this plan at C0: not run twice */
+        if (C != C0 && (s = decode_case(m, o, 0, tiles, C, &r, err))) break;
         json_decref(r.profile);
         double gbs = bytes_per_token(c, C + D / 2.0) * r.rate / 1e9;
         if (out)

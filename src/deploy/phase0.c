@@ -83,7 +83,7 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
         float *hidden = malloc(sizeof(float) * (size_t)(L + 1) * n * H);
         ts_ref *r = NULL;
         if (!logits || !hidden) s = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-        else if (!(s = ts_ref_new(m, n, &r, err))) {
+        else if (!(s = ts_ref_new(m, n, &r, err)) && !(s = ts_ref_set_threads(r, o->threads, err))) {
             double tf = ts_now_s() * 1e3;
             s = ts_ref_forward(r, toks, n, logits, 1, hidden, err);
             t_fwd += ts_now_s() * 1e3 - tf;

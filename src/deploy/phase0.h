@@ -10,6 +10,7 @@
 typedef struct ts_phase0_opts {
     const char *golden; /* golden.json, or NULL to look for MODEL/golden/golden.json */
     FILE *out;          /* human-readable table, or NULL */
+    int threads;        /* oracle threads; 0 = all cores */
 } ts_phase0_opts;
 
 /* Runs phase 0. *report receives the phase0.json object (caller decrefs) whenever the model

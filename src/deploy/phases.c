@@ -135,6 +135,7 @@ ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         float *x = malloc(sizeof(float) * (size_t)(S + 1) * H);
         ts_status s = x ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "phase 1: out of memory");
         if (!s) s = ts_ref_new(m, S + 1, &r, err);
+        if (!s) s = ts_ref_set_threads(r, o->threads, err);
         if (!s) s = ts_cpu_new(m, S + 1, &co, &cp, err);
         if (!s && out)
             fprintf(out, "  every step alone on the oracle's inputs, layer 0 (prefill %d rows, then decode 1 row):\n"
@@ -189,6 +190,7 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
     double worst_cos = 1, worst_row = 1;
     if (!xr || !xc) s = ts_fail(err, TS_ERR_NOMEM, "phase 2: out of memory");
     if (!s) s = ts_ref_new(m, S + 1, &r, err);
+    if (!s) s = ts_ref_set_threads(r, o->threads, err);
     if (!s) s = ts_cpu_new(m, S + 1, &co, &cp, err);
     if (out && !s)
         fprintf(out, "phase 2 (blocks): layers alone on the embeddings of %d tokens, then one decode step\n", S);
@@ -295,6 +297,7 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
     int topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value;
     if (!lr || !lc) s = ts_fail(err, TS_ERR_NOMEM, "phase 3: out of memory");
     if (!s) s = ts_ref_new(m, maxlen, &r, err);
+    if (!s) s = ts_ref_set_threads(r, o->threads, err);
     if (!s) s = ts_cpu_new(m, maxlen, &co, &cp, err);
     if (out && !s)
         fprintf(out, "phase 3 (model): %d token prompts (all positions) and %d greedy lockstep runs of %d tokens\n",

@@ -12,7 +12,7 @@
 #include "target/cpu/cpu_internal.h"
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
-#include "target/cpu/pool.h"
+#include "core/pool.h"
 #include "target/ref/ref_kernels.h"
 
 

@@ -4,7 +4,7 @@
 #include "target/cpu/attn.h"
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
-#include "target/cpu/pool.h"
+#include "core/pool.h"
 
 #define CPU_CHUNK 256 /* tokens per prefill chunk: bounds the arena */
 #define CPU_MAX_TILES 64

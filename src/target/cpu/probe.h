@@ -3,7 +3,7 @@
 #ifndef TS_TARGET_CPU_PROBE_H
 #define TS_TARGET_CPU_PROBE_H
 #include "target/cpu/cpu_features.h"
-#include "target/cpu/pool.h"
+#include "core/pool.h"
 
 typedef struct ts_peaks {
     double flops_gflops;    /* multiply-add throughput of the instruction the GEMM uses */

@@ -3,8 +3,10 @@
  * the oracle has a single path to trust. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/error.h"
+#include "core/pool.h"
 #include "model/model.h"
 #include "target/ref/ref_kernels.h"
 #include "target/ref/ref_steps.h"
@@ -19,7 +21,36 @@ struct ts_ref {
     int n_past;
     float *k_cache, *v_cache; /* (n_layers, max_seq, n_kv*head_dim) */
     float *inv_freq;          /* (head_dim/2) */
+    ts_pool *pool;            /* NULL: single-threaded */
+    float *rows;              /* one weight-row scratch per pool thread */
+    size_t row_len;
 };
+
+/* The matmul, split by output column over the pool (the only parallel step: it is where the
+ * oracle spends its time, and each output column is computed alone by the same code). */
+typedef struct mm_job {
+    ts_ref *r;
+    float *out;
+    const float *x;
+    const ts_tensor *W, *b;
+    int S, N, K;
+} mm_job;
+
+static void mm_part(void *ctx, int ith, int nth) {
+    const mm_job *j = ctx;
+    int n0 = (int)((long)j->N * ith / nth), n1 = (int)((long)j->N * (ith + 1) / nth);
+    ts_ref_matmul_cols(j->out, j->x, j->W, j->b, j->S, j->N, j->K, n0, n1, j->r->rows + (size_t)ith * j->r->row_len);
+}
+
+static void mm(ts_ref *r, float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N, int K,
+               float *row) {
+    if (!r->pool) {
+        ts_ref_matmul(out, x, W, b, S, N, K, row);
+        return;
+    }
+    mm_job j = {r, out, x, W, b, S, N, K};
+    ts_pool_run(r->pool, mm_part, &j);
+}
 
 ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err) {
     *out = NULL;
@@ -45,8 +76,29 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
     return TS_OK;
 }
 
+static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+ts_status ts_ref_set_threads(ts_ref *r, int n_threads, ts_error *err) {
+    const ts_config *c = &r->m->cfg;
+    if (n_threads < 0 || n_threads > 256)
+        return ts_fail(err, TS_ERR_ARG, "ref session: %d threads outside [0, 256]", n_threads);
+    if (n_threads == 0) n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_threads < 1) n_threads = 1;
+    if (n_threads > 256) n_threads = 256;
+    ts_pool_free(r->pool);
+    free(r->rows);
+    r->pool = NULL, r->rows = NULL;
+    if (n_threads == 1) return TS_OK;
+    r->row_len = (size_t)max3(c->n_embd, c->n_heads * c->head_dim, c->n_ff);
+    r->rows = malloc(sizeof(float) * r->row_len * (size_t)n_threads);
+    if (!r->rows) return ts_fail(err, TS_ERR_NOMEM, "ref session: out of memory for %d row buffers", n_threads);
+    return ts_pool_new(n_threads, &r->pool, err);
+}
+
 void ts_ref_free(ts_ref *r) {
     if (!r) return;
+    ts_pool_free(r->pool);
+    free(r->rows);
     free(r->k_cache);
     free(r->v_cache);
     free(r->inv_freq);
@@ -75,9 +127,9 @@ static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0
                            step == TS_STEP_ATTN_NORM ? L->attn_norm : L->ffn_norm, H, c->rms_eps);
         break;
     case TS_STEP_QKV:
-        ts_ref_matmul(w->q, w->xn, L->wq, L->bq, S, Q, H, w->row);
-        ts_ref_matmul(w->k, w->xn, L->wk, L->bk, S, KV, H, w->row);
-        ts_ref_matmul(w->v, w->xn, L->wv, L->bv, S, KV, H, w->row);
+        mm(r, w->q, w->xn, L->wq, L->bq, S, Q, H, w->row);
+        mm(r, w->k, w->xn, L->wk, L->bk, S, KV, H, w->row);
+        mm(r, w->v, w->xn, L->wv, L->bv, S, KV, H, w->row);
         break;
     case TS_STEP_QK_NORM:
         if (!c->qk_norm) break;
@@ -104,16 +156,16 @@ static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0
                              c->n_heads, c->n_kv_heads, hd, KV, w->scores);
         break;
     case TS_STEP_O_PROJ:
-        ts_ref_matmul(w->o, w->att, L->wo, L->bo, S, H, Q, w->row);
+        mm(r, w->o, w->att, L->wo, L->bo, S, H, Q, w->row);
         for (size_t i = 0; i < (size_t)S * H; i++) w->x[i] += w->o[i];
         break;
     case TS_STEP_GATE_UP:
-        ts_ref_matmul(w->g, w->xn, L->w_gate, L->b_gate, S, F, H, w->row);
-        ts_ref_matmul(w->u, w->xn, L->w_up, L->b_up, S, F, H, w->row);
+        mm(r, w->g, w->xn, L->w_gate, L->b_gate, S, F, H, w->row);
+        mm(r, w->u, w->xn, L->w_up, L->b_up, S, F, H, w->row);
         ts_ref_silu_mul(w->g, w->g, w->u, S * F);
         break;
     case TS_STEP_DOWN:
-        ts_ref_matmul(w->o, w->g, L->w_down, L->b_down, S, H, F, w->row);
+        mm(r, w->o, w->g, L->w_down, L->b_down, S, H, F, w->row);
         for (size_t i = 0; i < (size_t)S * H; i++) w->x[i] += w->o[i];
         break;
     default: break;
@@ -123,8 +175,6 @@ static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0
 static void layer_forward(ts_ref *r, int l, scratch *w, int S, int pos0) {
     for (int step = 0; step < TS_N_STEPS; step++) run_step(r, l, (ts_step)step, w, S, pos0);
 }
-
-static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
 /* Scratch for chunks of up to CH tokens, carved from one allocation (returned; caller frees). */
 static float *scratch_new(const ts_ref *r, int CH, scratch *w) {
@@ -185,13 +235,13 @@ ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits,
                 memcpy(hidden + ((size_t)(l + 1) * n + c0) * H, w.x, sizeof(float) * (size_t)S * H);
         }
         if (!logits) continue;
-        for (int s = 0; s < S; s++) {
-            int last = c0 + s == n - 1;
-            if (!all_logits && !last) continue;
-            ts_ref_rmsnorm(w.xn, w.x + (size_t)s * H, m->final_norm, H, c->rms_eps);
-            float *dst = logits + (all_logits ? (size_t)(c0 + s) * c->n_vocab : 0);
-            ts_ref_matmul(dst, w.xn, m->lm_head, NULL, 1, c->n_vocab, H, w.row);
-        }
+        /* All rows of the chunk in one matmul: the LM head is read once per chunk, not per row. */
+        int s0 = all_logits ? 0 : (c0 + S == n ? S - 1 : S);
+        for (int s = s0; s < S; s++)
+            ts_ref_rmsnorm(w.xn + (size_t)(s - s0) * H, w.x + (size_t)s * H, m->final_norm, H, c->rms_eps);
+        if (s0 < S)
+            mm(r, logits + (all_logits ? (size_t)c0 * c->n_vocab : 0), w.xn, m->lm_head, NULL, S - s0, c->n_vocab, H,
+               w.row);
     }
     r->n_past += n;
     free(buf);

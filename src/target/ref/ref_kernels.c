@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "target/ref/ref_dot.h"
+
 void ts_ref_rmsnorm(float *out, const float *x, const ts_tensor *w, int n, double eps) {
     double ss = 0;
     for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
@@ -15,29 +17,29 @@ void ts_ref_rmsnorm(float *out, const float *x, const ts_tensor *w, int n, doubl
     }
 }
 
+double ts_ref_dot_generic(const float *a, const float *b, int n) { return ts_ref_dot_lanes(a, b, n); }
+
 double ts_ref_dot(const float *a, const float *b, int n) {
-    /* Four independent double sums: the same exactness, without one long dependency chain. */
-    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += (double)a[i] * b[i];
-        s1 += (double)a[i + 1] * b[i + 1];
-        s2 += (double)a[i + 2] * b[i + 2];
-        s3 += (double)a[i + 3] * b[i + 3];
-    }
-    for (; i < n; i++) s0 += (double)a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ts_ref_dot_avx2(a, b, n);
+#endif
+    return ts_ref_dot_generic(a, b, n);
 }
 
-void ts_ref_matmul(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
-                   int K, float *row) {
-    for (int n = 0; n < N; n++) {
+void ts_ref_matmul_cols(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
+                        int K, int n0, int n1, float *row) {
+    for (int n = n0; n < n1; n++) {
         ts_dtype_to_f32(W->dtype, W->data, (size_t)n * (size_t)K, (size_t)K, row);
         float bias = 0;
         if (b) ts_dtype_to_f32(b->dtype, b->data, (size_t)n, 1, &bias);
         for (int s = 0; s < S; s++)
             out[(size_t)s * N + n] = (float)ts_ref_dot(x + (size_t)s * K, row, K) + bias;
     }
+}
+
+void ts_ref_matmul(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
+                   int K, float *row) {
+    ts_ref_matmul_cols(out, x, W, b, S, N, K, 0, N, row);
 }
 
 void ts_ref_embed(float *out, const ts_tensor *E, int id, int n_embd) {

@@ -1,5 +1,6 @@
-/* The oracle's kernels: one per step of the step list, FP32, scalar, single-threaded, with
- * double accumulation in reductions. Their only job is to be obviously right. */
+/* The oracle's kernels: one per step of the step list, FP32, plain C, with double accumulation
+ * in reductions. Their only job is to be obviously right. Only the matmul is split over
+ * threads, by output column: every output is computed by the same code whatever the split. */
 #ifndef TS_TARGET_REF_KERNELS_H
 #define TS_TARGET_REF_KERNELS_H
 #include "io/safetensors.h"
@@ -7,13 +8,16 @@
 /* out (n) = x (n) / rms(x) * w (n); w is a weight view of any dtype. out may alias x. */
 void ts_ref_rmsnorm(float *out, const float *x, const ts_tensor *w, int n, double eps);
 
-/* Dot product with double accumulation. */
+/* Dot product with double accumulation (ref_dot.h: fixed lanes, same result on every ISA). */
 double ts_ref_dot(const float *a, const float *b, int n);
 
 /* out (S, N) = x (S, K) @ W^T + b; W is (N, K) of any dtype, b (N) or NULL.
  * row: scratch of K floats. */
 void ts_ref_matmul(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
                    int K, float *row);
+/* The same for output columns [n0, n1) only (one thread's share). */
+void ts_ref_matmul_cols(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
+                        int K, int n0, int n1, float *row);
 
 /* Embedding lookup: out (n_embd) = row `id` of E. */
 void ts_ref_embed(float *out, const ts_tensor *E, int id, int n_embd);

@@ -1,8 +1,8 @@
 /* A persistent thread pool: one parallel region per dispatch. Workers spin briefly for the
  * next region (dispatches come back to back during a forward pass), then sleep, so an idle
  * engine costs no CPU. Inside a region, ts_pool_barrier separates the dispatch's phases. */
-#ifndef TS_TARGET_CPU_POOL_H
-#define TS_TARGET_CPU_POOL_H
+#ifndef TS_CORE_POOL_H
+#define TS_CORE_POOL_H
 #include "tessera.h"
 
 typedef struct ts_pool ts_pool;

@@ -1,6 +1,6 @@
 /* Thread pool with spin-then-sleep workers and a sense-reversing barrier. Spinning falls back
  * to sched_yield so oversubscribed runs (tests in parallel, a busy host) still progress. */
-#include "target/cpu/pool.h"
+#include "core/pool.h"
 
 #include <pthread.h>
 #include <sched.h>

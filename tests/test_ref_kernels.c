@@ -1,0 +1,96 @@
+/* The oracle's own kernels: the dot product's AVX2 twin is bit-identical to the plain C lanes
+ * and accurate to double rounding; splitting matmuls over threads does not change a bit of
+ * the logits; prefill with all logits equals token-by-token decode bit for bit (one code path
+ * for both, the LM head batched per chunk or not). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target/ref/ref_dot.h"
+#include "target/ref/ref_kernels.h"
+#include "tharness.h"
+
+static uint64_t rng = 0x243f6a8885a308d3ull;
+static float frand(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    /* mixed magnitudes and signs: cancellation is where summation order shows */
+    double u = (double)(rng >> 11) / 9007199254740992.0;
+    int e = (int)(rng >> 5) % 24 - 12;
+    return (float)(ldexp(u - 0.5, e));
+}
+
+static void check_dot(void) {
+    static const int ns[] = {0, 1, 3, 15, 16, 17, 31, 33, 64, 100, 1024, 1027, 2048, 8192, 8195};
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        int n = ns[k];
+        float *a = malloc(sizeof(float) * (n + 1)), *b = malloc(sizeof(float) * (n + 1));
+        long double exact = 0, mag = 0;
+        for (int i = 0; i < n; i++) {
+            a[i] = frand(), b[i] = frand();
+            exact += (long double)a[i] * b[i];
+            mag += fabsl((long double)a[i] * b[i]);
+        }
+        double g = ts_ref_dot_generic(a, b, n), d = ts_ref_dot(a, b, n);
+        CHECK(memcmp(&g, &d, sizeof g) == 0, "n=%d: ts_ref_dot %.17g != generic %.17g", n, d, g);
+        if (avx2) {
+            double v = ts_ref_dot_avx2(a, b, n);
+            CHECK(memcmp(&g, &v, sizeof g) == 0, "n=%d: avx2 %.17g != generic %.17g", n, v, g);
+        }
+        CHECK(fabsl((long double)g - exact) <= 1e-14L * (mag + 1e-300L), "n=%d: %.17g vs exact %.17Lg", n, g, exact);
+        free(a), free(b);
+    }
+    if (!avx2) printf("AVX2+FMA not available: only the generic dot was checked\n");
+}
+
+static void forward(const ts_model *m, int threads, const int32_t *t, int n, float *out, int stepwise) {
+    ts_error err;
+    ts_ref *r = NULL;
+    CHECK(ts_ref_new(m, n, &r, &err) == TS_OK, "%s", err.msg);
+    if (!r) return;
+    CHECK(ts_ref_set_threads(r, threads, &err) == TS_OK, "%s", err.msg);
+    size_t V = (size_t)ts_model_n_vocab(m);
+    if (stepwise)
+        for (int i = 0; i < n; i++) CHECK(ts_ref_forward(r, t + i, 1, out + i * V, 0, NULL, &err) == TS_OK, "%s", err.msg);
+    else
+        CHECK(ts_ref_forward(r, t, n, out, 1, NULL, &err) == TS_OK, "%s", err.msg);
+    ts_ref_free(r);
+}
+
+static void check_threads(const char *preset) {
+    const char *dir = th_tmpdir(preset);
+    ts_error err;
+    ts_model *m = NULL;
+    CHECK(ts_synth_write(preset, dir, &(ts_synth_opts){3, 0, 0, NULL, NULL}, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_model_open(dir, &m, &err) == TS_OK, "%s: %s", preset, err.msg);
+    if (!m) return;
+    enum { N = 70 }; /* more than one 64-token chunk */
+    int32_t t[N];
+    size_t V = (size_t)ts_model_n_vocab(m);
+    for (int i = 0; i < N; i++) t[i] = (int32_t)((i * 7919u + 5) % V);
+    float *one = malloc(sizeof(float) * N * V), *got = malloc(sizeof(float) * N * V);
+    forward(m, 1, t, N, one, 0);
+    static const int ths[] = {2, 3, 5};
+    for (int k = 0; k < 3; k++) {
+        forward(m, ths[k], t, N, got, 0);
+        CHECK(memcmp(one, got, sizeof(float) * N * V) == 0, "%s: %d threads change the logits", preset, ths[k]);
+    }
+    forward(m, 2, t, N, got, 1);
+    CHECK(memcmp(one, got, sizeof(float) * N * V) == 0, "%s: token-by-token decode differs from prefill", preset);
+    ts_ref *r = NULL;
+    CHECK(ts_ref_new(m, 4, &r, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_ref_set_threads(r, -1, &err) == TS_ERR_ARG && strstr(err.msg, "threads"), "-1 threads: %s", err.msg);
+    CHECK(ts_ref_set_threads(r, 1000, &err) == TS_ERR_ARG, "1000 threads accepted");
+    CHECK(ts_ref_set_threads(r, 0, &err) == TS_OK, "0 (all cores): %s", err.msg);
+    ts_ref_free(r);
+    free(one), free(got);
+    ts_model_close(m);
+}
+
+int main(void) {
+    check_dot();
+    check_threads("qwen3-0.6b-tiny");
+    check_threads("llama-3.2-1b-tiny");
+    return th_finish("ref_kernels");
+}
