@@ -32,7 +32,7 @@ assert [r["tokens"] for r in perf["prefill"]] == [16, 48], perf["prefill"]
 assert [r["context"] for r in perf["decode"]] == [16, 40], perf["decode"]
 p4 = json.load(open(d + "/phase4.json"))
 steps = [r["step"] for r in p4["trajectory"]]
-assert steps[0].startswith("baseline") and steps[-1] == "+ autotuned GEMM tiles", steps
+assert steps[0].startswith("baseline") and steps[-1].startswith("+ zero-copy"), steps
 assert p4["trajectory"][0]["dispatches_per_layer"] > 3 and p4["trajectory"][-1]["dispatches_per_layer"] == 3
 assert all(r["warm_ms_sd"] >= 0 and r["cold_ms"] > 0 for r in p4["trajectory"])
 assert {p["dispatch"] for p in p4["profile_final"]} == {"D1 attn_norm..rope", "D2 attention", "D3 o_proj..down", "lm_head"}
@@ -44,7 +44,7 @@ for s in ("## Performance", "### Prefill trajectory", "### Decode trajectory", "
 svg = ET.parse(d + "/trajectory.svg").getroot()
 texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
 assert "Prefill of 32 tokens" in texts and "Decode" in texts and "autotuned" in texts, texts[:300]
-assert len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) >= 1 + 6 + 5
+assert len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) >= 1 + 5 + 5
 p7 = json.load(open(d + "/phase7.json"))
 assert p7["verdict"] in ("PASS", "PASS-with-warnings"), p7["verdict"]
 assert any("TTFT at 16 tokens" in c["check"] for c in p7["checks"]), "no re-measured claims"
