@@ -65,6 +65,13 @@ ts_status ts_ref_set_threads(ts_ref *r, int n_threads, ts_error *err);
 ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits, int all_logits,
                          float *hidden, ts_error *err);
 
+/* One decode step of n sessions of one model together (n <= 64): session i appends tokens[i]
+ * at its own position. The matmuls run over the n rows at once, so the weights are read once
+ * per step instead of n times; session 0's threads run them. The results are bit-identical to
+ * n separate ts_ref_forward calls (every step but rope and attention is row by row, and those
+ * two use each row's own cache). logits: NULL or n x n_vocab floats. */
+ts_status ts_ref_decode_batch(ts_ref *const *seqs, int n, const int32_t *tokens, float *logits, ts_error *err);
+
 /* Progress of a long step: frac in [0, 1]. Called from the calling thread. */
 typedef void (*ts_progress_fn)(void *user, const char *stage, double frac);
 

@@ -1,7 +1,8 @@
 /* The oracle's own kernels: the dot product's AVX2 twin is bit-identical to the plain C lanes
  * and accurate to double rounding; splitting matmuls over threads does not change a bit of
  * the logits; prefill with all logits equals token-by-token decode bit for bit (one code path
- * for both, the LM head batched per chunk or not). */
+ * for both, the LM head batched per chunk or not), and so does a decode step of several
+ * sessions at once. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -78,6 +79,37 @@ static void check_threads(const char *preset) {
     }
     forward(m, 2, t, N, got, 1);
     CHECK(memcmp(one, got, sizeof(float) * N * V) == 0, "%s: token-by-token decode differs from prefill", preset);
+    /* Three sessions decoded together equal each decoded alone, bit for bit. */
+    enum { B = 3, P = 5, G = 4 };
+    ts_ref *rs[B] = {0}, *alone = NULL;
+    float *lb = malloc(sizeof(float) * B * V), *l1 = malloc(sizeof(float) * V);
+    int32_t seq[B][P + G], step[B];
+    for (int k = 0; k < B; k++) {
+        CHECK(ts_ref_new(m, P + G, &rs[k], &err) == TS_OK, "%s", err.msg);
+        for (int i = 0; i < P + G; i++) seq[k][i] = (int32_t)((k * 131u + i * 17u + 1) % V);
+    }
+    CHECK(ts_ref_set_threads(rs[0], 2, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_ref_new(m, P + G, &alone, &err) == TS_OK, "%s", err.msg);
+    int same = 1;
+    for (int i = 0; i < P + G && rs[B - 1] && alone; i++) {
+        for (int k = 0; k < B; k++) step[k] = seq[k][i];
+        CHECK(ts_ref_decode_batch(rs, B, step, lb, &err) == TS_OK, "%s", err.msg);
+        for (int k = 0; k < B; k++) { /* session alone: the prefix as one prefill */
+            ts_ref_reset(alone);
+            CHECK(ts_ref_forward(alone, seq[k], i + 1, l1, 0, NULL, &err) == TS_OK, "%s", err.msg);
+            same &= !memcmp(l1, lb + (size_t)k * V, sizeof(float) * V);
+        }
+    }
+    CHECK(same, "%s: batched decode differs from each session alone", preset);
+    CHECK(ts_ref_n_past(rs[0]) == P + G, "batch advanced session 0 to %d", ts_ref_n_past(rs[0]));
+    ts_ref *dup[2] = {rs[0], rs[0]};
+    CHECK(ts_ref_decode_batch(dup, 2, step, lb, &err) == TS_ERR_ARG && strstr(err.msg, "also session"), "%s", err.msg);
+    CHECK(ts_ref_decode_batch(rs, 1, step, lb, &err) == TS_ERR_ARG, "decode past the cache accepted");
+    CHECK(ts_ref_decode_batch(rs, 0, step, lb, &err) == TS_ERR_ARG, "an empty batch accepted");
+    for (int k = 0; k < B; k++) ts_ref_free(rs[k]);
+    ts_ref_free(alone);
+    free(lb), free(l1);
+
     ts_ref *r = NULL;
     CHECK(ts_ref_new(m, 4, &r, &err) == TS_OK, "%s", err.msg);
     CHECK(ts_ref_set_threads(r, -1, &err) == TS_ERR_ARG && strstr(err.msg, "threads"), "-1 threads: %s", err.msg);

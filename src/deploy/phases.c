@@ -243,32 +243,55 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
 #define P3_LOCKSTEP 8
 #define P3_GEN 32
 
-ts_status ts_phase_lockstep(ts_ref *r, ts_cpu *cp, int V, const int32_t *prompt, int n, int gen, float *a, float *b,
+ts_status ts_phase_lockstep(const ts_model *m, int threads, ts_cpu *cp, int R, const int32_t *prompts, int n, int gen,
                             int *same, int *violation, ts_error *err) {
-    int topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value;
-    ts_status s;
-    ts_ref_reset(r);
-    ts_cpu_reset(cp);
-    *same = *violation = 0;
-    if ((s = ts_ref_forward(r, prompt, n, a, 0, NULL, err)) || (s = ts_cpu_forward(cp, prompt, n, b, 0, NULL, err)))
-        return s;
-    for (; *same < gen; (*same)++) {
-        int32_t ta = ts_argmax(a, V), tb = ts_argmax(b, V);
-        int finite = 1;
-        for (int v = 0; v < V && finite; v++) finite = isfinite(b[v]);
-        if (!finite) {
-            *violation = 1;
-            break;
-        }
-        if (ta != tb) {
-            *violation = ts_rank_of(a, V, tb) >= topk || ts_rank_of(b, V, ta) >= topk;
-            break;
-        }
-        if (*same + 1 < gen &&
-            ((s = ts_ref_forward(r, &ta, 1, a, 0, NULL, err)) || (s = ts_cpu_forward(cp, &tb, 1, b, 0, NULL, err))))
-            return s;
+    const ts_config *c = ts_model_config(m);
+    int V = c->n_vocab, topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value;
+    ts_ref **rs = calloc((size_t)R, sizeof *rs);
+    int32_t *ta = malloc(sizeof(int32_t) * (size_t)R * (size_t)gen), *step = malloc(sizeof(int32_t) * (size_t)R);
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(n + gen));
+    float *la = malloc(sizeof(float) * (size_t)R * (size_t)V), *b = malloc(sizeof(float) * (size_t)V);
+    ts_status s = rs && ta && step && seq && la && b ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "lockstep: out of memory");
+    for (int k = 0; k < R && !s; k++) s = ts_ref_new(m, n + gen, &rs[k], err);
+    if (!s) s = ts_ref_set_threads(rs[0], threads, err);
+    /* The oracle's greedy runs, all R together: the prompts token by token, then its own picks. */
+    for (int t = 0; t < n + gen - 1 && !s; t++) {
+        for (int k = 0; k < R; k++) step[k] = t < n ? prompts[(size_t)k * n + t] : ta[(size_t)k * gen + t - n];
+        s = ts_ref_decode_batch(rs, R, step, la, err);
+        if (!s && t >= n - 1)
+            for (int k = 0; k < R; k++) ta[(size_t)k * gen + t - n + 1] = ts_argmax(la + (size_t)k * V, V);
     }
-    return TS_OK;
+    /* The cpu target follows each run. */
+    for (int k = 0; k < R && !s; k++) {
+        const int32_t *want = ta + (size_t)k * gen;
+        same[k] = violation[k] = 0;
+        ts_cpu_reset(cp);
+        if ((s = ts_cpu_forward(cp, prompts + (size_t)k * n, n, b, 0, NULL, err))) break;
+        for (int t = 0; t < gen; t++) {
+            int32_t tb = ts_argmax(b, V);
+            int finite = 1;
+            for (int v = 0; v < V && finite; v++) finite = isfinite(b[v]);
+            if (!finite) {
+                violation[k] = 1;
+                break;
+            }
+            if (tb != want[t]) {
+                /* The oracle's logits here: its run so far as one prefill (bit-identical to its
+                 * decode), so only its tokens had to be kept. */
+                memcpy(seq, prompts + (size_t)k * n, sizeof(int32_t) * (size_t)n);
+                memcpy(seq + n, want, sizeof(int32_t) * (size_t)t);
+                ts_ref_reset(rs[0]);
+                if (!(s = ts_ref_forward(rs[0], seq, n + t, la, 0, NULL, err)))
+                    violation[k] = ts_rank_of(la, V, tb) >= topk || ts_rank_of(b, V, want[t]) >= topk;
+                break;
+            }
+            same[k]++;
+            if (t + 1 < gen && (s = ts_cpu_forward(cp, &tb, 1, b, 0, NULL, err))) break;
+        }
+    }
+    for (int k = 0; rs && k < R; k++) ts_ref_free(rs[k]);
+    free(rs), free(ta), free(step), free(seq), free(la), free(b);
+    return s;
 }
 
 void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n) {
@@ -335,16 +358,15 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         json_array_append_new(prompts, json_pack("{s:i, s:i, s:i, s:o}", "tokens", n, "decisive", dec,
                                                  "violations", viol, "cosine", ts_json_number(mt.cosine)));
     }
+    int32_t lp[P3_LOCKSTEP * 8];
+    int same[P3_LOCKSTEP], lv[P3_LOCKSTEP];
+    for (int k = 0; k < P3_LOCKSTEP; k++) ts_phase_prompt_tokens(c, o->seed, 100 + k, lp + k * 8, 8);
+    if (!s) s = ts_phase_lockstep(m, o->threads, cp, P3_LOCKSTEP, lp, 8, P3_GEN, same, lv, err);
     for (int k = 0; k < P3_LOCKSTEP && !s; k++) {
-        ts_phase_prompt_tokens(c, o->seed, 100 + k, toks, 8);
-        ts_ref_reset(r);
-        ts_cpu_reset(cp);
-        int same = 0, viol = 0;
-        if ((s = ts_phase_lockstep(r, cp, V, toks, 8, P3_GEN, lr, lc, &same, &viol, err))) break;
-        lock_viol += viol;
-        if (out) fprintf(out, "  lockstep %d: %2d identical greedy tokens%s\n", k, same,
-                         same < P3_GEN ? (viol ? ", diverged outside top-5" : ", then a top-5 divergence") : "");
-        json_array_append_new(runs, json_pack("{s:i, s:b}", "identical_tokens", same, "violation", viol));
+        lock_viol += lv[k];
+        if (out) fprintf(out, "  lockstep %d: %2d identical greedy tokens%s\n", k, same[k],
+                         same[k] < P3_GEN ? (lv[k] ? ", diverged outside top-5" : ", then a top-5 divergence") : "");
+        json_array_append_new(runs, json_pack("{s:i, s:b}", "identical_tokens", same[k], "violation", lv[k]));
     }
     int pass = 1;
     if (!s) {

@@ -26,11 +26,14 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
 /* Prompt k of the built-in token-id prompt set for a seed (BOS first when the model has one). */
 void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n);
 
-/* One greedy lockstep run of the cpu target against the oracle from prompt (n tokens), up to
- * gen tokens: *same identical tokens, then *violation when the first divergence breaks the
- * phase-3 rule (each argmax in the other's top-k) or the cpu logits are not finite. a, b:
- * scratch logits of V floats. */
-ts_status ts_phase_lockstep(ts_ref *r, ts_cpu *cp, int V, const int32_t *prompt, int n, int gen, float *a,
-                            float *b, int *same, int *violation, ts_error *err);
+/* R greedy lockstep runs of the cpu target against the oracle from prompts (R x n tokens), up
+ * to gen tokens each: same[k] identical tokens, then violation[k] when the first divergence
+ * breaks the phase-3 rule (each argmax in the other's top-k) or the cpu logits are not finite.
+ * The oracle's greedy runs go first, all R together (ts_ref_decode_batch: the weights are read
+ * once per step for every run, on `threads` threads); the cpu then follows each run. At a
+ * divergence the oracle's logits there are recomputed by a prefill of its run so far
+ * (bit-identical to its decode), so only its tokens are kept. */
+ts_status ts_phase_lockstep(const ts_model *m, int threads, ts_cpu *cp, int R, const int32_t *prompts, int n, int gen,
+                            int *same, int *violation, ts_error *err);
 
 #endif

@@ -22,8 +22,8 @@ struct ts_ref {
     float *k_cache, *v_cache; /* (n_layers, max_seq, n_kv*head_dim) */
     float *inv_freq;          /* (head_dim/2) */
     ts_pool *pool;            /* NULL: single-threaded */
-    float *rows;              /* one weight-row scratch per pool thread */
-    size_t row_len;
+    size_t row_len;           /* the longest K of any matmul */
+    float *rows;              /* per thread: one weight row */
 };
 
 /* The matmul, split by output column over the pool (the only parallel step: it is where the
@@ -52,6 +52,15 @@ static void mm(ts_ref *r, float *out, const float *x, const ts_tensor *W, const 
     ts_pool_run(r->pool, mm_part, &j);
 }
 
+static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
+
+/* Row scratch for n threads. */
+static int rows_alloc(ts_ref *r, int n) {
+    free(r->rows);
+    r->rows = malloc(sizeof(float) * r->row_len * (size_t)n);
+    return r->rows != NULL;
+}
+
 ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err) {
     *out = NULL;
     const ts_config *c = &m->cfg;
@@ -65,6 +74,7 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
     r->k_cache = malloc(kv * sizeof(float));
     r->v_cache = malloc(kv * sizeof(float));
     r->inv_freq = malloc((size_t)c->head_dim / 2 * sizeof(float));
+    r->row_len = (size_t)max3(c->n_embd, c->n_heads * c->head_dim, c->n_ff);
     if (!r->k_cache || !r->v_cache || !r->inv_freq) {
         ts_ref_free(r);
         return ts_fail(err, TS_ERR_NOMEM, "ref session: cannot allocate a KV cache of %zu MiB",
@@ -76,22 +86,16 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
     return TS_OK;
 }
 
-static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
-
 ts_status ts_ref_set_threads(ts_ref *r, int n_threads, ts_error *err) {
-    const ts_config *c = &r->m->cfg;
     if (n_threads < 0 || n_threads > 256)
         return ts_fail(err, TS_ERR_ARG, "ref session: %d threads outside [0, 256]", n_threads);
     if (n_threads == 0) n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (n_threads < 1) n_threads = 1;
     if (n_threads > 256) n_threads = 256;
     ts_pool_free(r->pool);
-    free(r->rows);
-    r->pool = NULL, r->rows = NULL;
+    r->pool = NULL;
     if (n_threads == 1) return TS_OK;
-    r->row_len = (size_t)max3(c->n_embd, c->n_heads * c->head_dim, c->n_ff);
-    r->rows = malloc(sizeof(float) * r->row_len * (size_t)n_threads);
-    if (!r->rows) return ts_fail(err, TS_ERR_NOMEM, "ref session: out of memory for %d row buffers", n_threads);
+    if (!rows_alloc(r, n_threads)) return ts_fail(err, TS_ERR_NOMEM, "ref session: out of memory for %d row buffers", n_threads);
     return ts_pool_new(n_threads, &r->pool, err);
 }
 
@@ -112,13 +116,22 @@ typedef struct scratch {
     float *x, *xn, *q, *k, *v, *att, *o, *g, *u, *row, *scores;
 } scratch;
 
-/* One step of layer l on rows [0, S) at positions pos0.. (the step list in plan/steps.h). */
-static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0) {
+/* Where row s of a step lives: session r at position pos0 + s, or, for a batch of sessions
+ * (seqs != NULL), session seqs[s] at its own next position. */
+static ts_ref *row_seq(ts_ref *r, ts_ref *const *seqs, int s) { return seqs ? seqs[s] : r; }
+static int row_pos(int pos0, ts_ref *const *seqs, int s) { return seqs ? seqs[s]->n_past : pos0 + s; }
+/* Layer l's cache rows of session r from position pos. */
+static float *cache_at(const ts_ref *r, float *cache, int l, int pos) {
+    size_t KV = (size_t)r->m->cfg.n_kv_heads * (size_t)r->m->cfg.head_dim;
+    return cache + ((size_t)l * (size_t)r->max_seq + (size_t)pos) * KV;
+}
+
+/* One step of layer l on rows [0, S) (the step list in plan/steps.h). Rows are independent
+ * everywhere but in rope (which writes the cache) and attention (which reads it). */
+static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0, ts_ref *const *seqs) {
     const ts_config *c = &r->m->cfg;
     const ts_layer_w *L = &r->m->layers[l];
     int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
-    size_t layer_off = (size_t)l * (size_t)r->max_seq * (size_t)KV;
-    float *kc = r->k_cache + layer_off, *vc = r->v_cache + layer_off;
     switch (step) {
     case TS_STEP_ATTN_NORM:
     case TS_STEP_FFN_NORM:
@@ -143,17 +156,22 @@ static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0
         break;
     case TS_STEP_ROPE:
         for (int s = 0; s < S; s++) {
+            ts_ref *sq = row_seq(r, seqs, s);
+            int pos = row_pos(pos0, seqs, s);
             float *qs = w->q + (size_t)s * Q, *ks = w->k + (size_t)s * KV;
-            ts_ref_rope(qs, c->n_heads, hd, pos0 + s, r->inv_freq);
-            ts_ref_rope(ks, c->n_kv_heads, hd, pos0 + s, r->inv_freq);
-            memcpy(kc + (size_t)(pos0 + s) * KV, ks, (size_t)KV * sizeof(float));
-            memcpy(vc + (size_t)(pos0 + s) * KV, w->v + (size_t)s * KV, (size_t)KV * sizeof(float));
+            ts_ref_rope(qs, c->n_heads, hd, pos, r->inv_freq);
+            ts_ref_rope(ks, c->n_kv_heads, hd, pos, r->inv_freq);
+            memcpy(cache_at(sq, sq->k_cache, l, pos), ks, (size_t)KV * sizeof(float));
+            memcpy(cache_at(sq, sq->v_cache, l, pos), w->v + (size_t)s * KV, (size_t)KV * sizeof(float));
         }
         break;
     case TS_STEP_ATTENTION:
-        for (int s = 0; s < S; s++)
-            ts_ref_attention(w->att + (size_t)s * Q, w->q + (size_t)s * Q, kc, vc, pos0 + s + 1,
-                             c->n_heads, c->n_kv_heads, hd, KV, w->scores);
+        for (int s = 0; s < S; s++) {
+            ts_ref *sq = row_seq(r, seqs, s);
+            ts_ref_attention(w->att + (size_t)s * Q, w->q + (size_t)s * Q, cache_at(sq, sq->k_cache, l, 0),
+                             cache_at(sq, sq->v_cache, l, 0), row_pos(pos0, seqs, s) + 1, c->n_heads, c->n_kv_heads,
+                             hd, KV, w->scores);
+        }
         break;
     case TS_STEP_O_PROJ:
         mm(r, w->o, w->att, L->wo, L->bo, S, H, Q, w->row);
@@ -172,17 +190,17 @@ static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0
     }
 }
 
-static void layer_forward(ts_ref *r, int l, scratch *w, int S, int pos0) {
-    for (int step = 0; step < TS_N_STEPS; step++) run_step(r, l, (ts_step)step, w, S, pos0);
+static void layer_forward(ts_ref *r, int l, scratch *w, int S, int pos0, ts_ref *const *seqs) {
+    for (int step = 0; step < TS_N_STEPS; step++) run_step(r, l, (ts_step)step, w, S, pos0, seqs);
 }
 
 /* Scratch for chunks of up to CH tokens, carved from one allocation (returned; caller frees). */
-static float *scratch_new(const ts_ref *r, int CH, scratch *w) {
+static float *scratch_new(const ts_ref *r, int CH, int n_scores, scratch *w) {
     const ts_config *c = &r->m->cfg;
     int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
     size_t sh = (size_t)CH * H;
     float *buf = malloc(sizeof(float) * (4 * sh + 2 * (size_t)CH * Q + 2 * (size_t)CH * KV +
-                                         2 * (size_t)CH * F + (size_t)max3(H, Q, F) + (size_t)r->max_seq));
+                                         2 * (size_t)CH * F + (size_t)max3(H, Q, F) + (size_t)n_scores));
     if (!buf) return NULL;
     float *p = buf;
     w->x = p, p += sh;
@@ -205,12 +223,22 @@ ts_status ts_ref_layer(ts_ref *r, int l, float *x, int S, int pos0, ts_error *er
         return ts_fail(err, TS_ERR_ARG, "ref layer %d: %d tokens at position %d do not fit %d layers / %d positions",
                        l, S, pos0, c->n_layers, r->max_seq);
     scratch w;
-    float *buf = scratch_new(r, S, &w);
+    float *buf = scratch_new(r, S, r->max_seq, &w);
     if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref layer: out of memory for scratch");
     w.x = x; /* the caller's rows are the layer's input and output */
-    layer_forward(r, l, &w, S, pos0);
+    layer_forward(r, l, &w, S, pos0, NULL);
     free(buf);
     return TS_OK;
+}
+
+/* Final norm and LM head of rows [s0, S) into out (S - s0 rows), all in one matmul: the LM
+ * head is read once per chunk, not once per row. */
+static void lm_head(ts_ref *r, scratch *w, int s0, int S, float *out) {
+    const ts_model *m = r->m;
+    int H = m->cfg.n_embd;
+    for (int s = s0; s < S; s++)
+        ts_ref_rmsnorm(w->xn + (size_t)(s - s0) * H, w->x + (size_t)s * H, m->final_norm, H, m->cfg.rms_eps);
+    if (s0 < S) mm(r, out, w->xn, m->lm_head, NULL, S - s0, m->cfg.n_vocab, H, w->row);
 }
 
 ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits, int all_logits,
@@ -221,7 +249,7 @@ ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits,
     if (st) return st;
     int H = c->n_embd, CH = n < REF_CHUNK ? n : REF_CHUNK;
     scratch w;
-    float *buf = scratch_new(r, CH, &w);
+    float *buf = scratch_new(r, CH, r->max_seq, &w);
     if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref forward: out of memory for scratch");
 
     for (int c0 = 0; c0 < n; c0 += CH) {
@@ -230,18 +258,13 @@ ts_status ts_ref_forward(ts_ref *r, const int32_t *tokens, int n, float *logits,
         for (int s = 0; s < S; s++) ts_ref_embed(w.x + (size_t)s * H, m->embed, tokens[c0 + s], H);
         if (hidden) memcpy(hidden + (size_t)c0 * H, w.x, sizeof(float) * (size_t)S * H);
         for (int l = 0; l < c->n_layers; l++) {
-            layer_forward(r, l, &w, S, pos0);
+            layer_forward(r, l, &w, S, pos0, NULL);
             if (hidden)
                 memcpy(hidden + ((size_t)(l + 1) * n + c0) * H, w.x, sizeof(float) * (size_t)S * H);
         }
-        if (!logits) continue;
-        /* All rows of the chunk in one matmul: the LM head is read once per chunk, not per row. */
-        int s0 = all_logits ? 0 : (c0 + S == n ? S - 1 : S);
-        for (int s = s0; s < S; s++)
-            ts_ref_rmsnorm(w.xn + (size_t)(s - s0) * H, w.x + (size_t)s * H, m->final_norm, H, c->rms_eps);
-        if (s0 < S)
-            mm(r, logits + (all_logits ? (size_t)c0 * c->n_vocab : 0), w.xn, m->lm_head, NULL, S - s0, c->n_vocab, H,
-               w.row);
+        if (logits)
+            lm_head(r, &w, all_logits ? 0 : (c0 + S == n ? S - 1 : S), S,
+                    logits + (all_logits ? (size_t)c0 * c->n_vocab : 0));
     }
     r->n_past += n;
     free(buf);
@@ -255,7 +278,7 @@ ts_status ts_ref_step(ts_ref *r, int l, ts_step step, ts_step_state *st, int S, 
         return ts_fail(err, TS_ERR_ARG, "ref step %d of layer %d: %d tokens at position %d do not fit", (int)step, l,
                        S, pos0);
     scratch w;
-    float *buf = scratch_new(r, S, &w);
+    float *buf = scratch_new(r, S, r->max_seq, &w);
     if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref step: out of memory for scratch");
     int KV = c->n_kv_heads * c->head_dim;
     w.x = st->x, w.xn = st->xn, w.q = st->q, w.k = st->k, w.v = st->v, w.att = st->att, w.g = st->h;
@@ -264,7 +287,33 @@ ts_status ts_ref_step(ts_ref *r, int l, ts_step step, ts_step_state *st, int S, 
         memcpy(r->k_cache + off, st->k, sizeof(float) * (size_t)S * KV);
         memcpy(r->v_cache + off, st->v, sizeof(float) * (size_t)S * KV);
     }
-    run_step(r, l, step, &w, S, pos0);
+    run_step(r, l, step, &w, S, pos0, NULL);
+    free(buf);
+    return TS_OK;
+}
+
+ts_status ts_ref_decode_batch(ts_ref *const *seqs, int n, const int32_t *tokens, float *logits, ts_error *err) {
+    if (n < 1 || n > REF_CHUNK) return ts_fail(err, TS_ERR_ARG, "ref batch: %d sessions outside [1, %d]", n, REF_CHUNK);
+    ts_ref *r = seqs[0];
+    const ts_model *m = r->m;
+    int H = m->cfg.n_embd, max_seq = 0;
+    for (int i = 0; i < n; i++) {
+        if (seqs[i]->m != m) return ts_fail(err, TS_ERR_ARG, "ref batch: session %d runs another model than session 0", i);
+        for (int j = 0; j < i; j++)
+            if (seqs[j] == seqs[i]) return ts_fail(err, TS_ERR_ARG, "ref batch: session %d is also session %d", i, j);
+    }
+    for (int i = 0; i < n; i++) {
+        ts_status st = ts_model_check_tokens(&m->cfg, tokens + i, 1, seqs[i]->n_past, seqs[i]->max_seq, "ref", err);
+        if (st) return st;
+        if (seqs[i]->max_seq > max_seq) max_seq = seqs[i]->max_seq;
+    }
+    scratch w;
+    float *buf = scratch_new(r, n, max_seq, &w);
+    if (!buf) return ts_fail(err, TS_ERR_NOMEM, "ref batch: out of memory for scratch");
+    for (int i = 0; i < n; i++) ts_ref_embed(w.x + (size_t)i * H, m->embed, tokens[i], H);
+    for (int l = 0; l < m->cfg.n_layers; l++) layer_forward(r, l, &w, n, 0, seqs);
+    if (logits) lm_head(r, &w, 0, n, logits);
+    for (int i = 0; i < n; i++) seqs[i]->n_past++;
     free(buf);
     return TS_OK;
 }
