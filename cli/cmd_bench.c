@@ -16,14 +16,18 @@
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
-    "                     [--trials 5] [--autotune] [--json]";
+    "                     [--trials 5] [--autotune] [--copy-weights] [--json]\n\n"
+    "--copy-weights copies the weights at load (2 MiB huge pages where the kernel allows)\n"
+    "instead of reading them in place from the mmap.";
 
-static long rss_peak_kb(void) {
-    FILE *f = fopen("/proc/self/status", "r");
+/* A "Key:   N kB" line of a /proc/self file, or -1. */
+static long proc_kb(const char *file, const char *key) {
+    FILE *f = fopen(file, "r");
     char line[256];
     long kb = -1;
+    size_t n = strlen(key);
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "VmHWM:", 6)) kb = atol(line + 6);
+        if (!strncmp(line, key, n)) kb = atol(line + n);
     if (f) fclose(f);
     return kb;
 }
@@ -46,7 +50,7 @@ static stat stats(const double *x, int n) {
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *prefill = "128,512";
     long long decode_ctx = 128, gen = 16, threads = 0, trials = 5;
-    int as_json = 0, autotune = 0;
+    int as_json = 0, autotune = 0, copy_weights = 0;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         long long lo = 1, hi = 1 << 20;
@@ -57,6 +61,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--trials") && i + 1 < argc) dst = &trials, hi = 1000;
         else if (!strcmp(argv[i], "--json")) as_json = 1;
         else if (!strcmp(argv[i], "--autotune")) autotune = 1;
+        else if (!strcmp(argv[i], "--copy-weights")) copy_weights = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n", k_usage);
             return 0;
@@ -88,7 +93,7 @@ int cmd_bench(int argc, char **argv) {
     ts_status s = ts_model_open(dir, &m, &err);
     if (s) return cli_fail("bench", s, &err);
     ts_cpu *cp;
-    ts_cpu_opts o = {.n_threads = (int)threads, .force_variant = -1};
+    ts_cpu_opts o = {.n_threads = (int)threads, .force_variant = -1, .disable = copy_weights ? TS_OPT_ZERO_COPY : 0};
     if ((s = ts_cpu_new(m, max_s, &o, &cp, &err))) {
         ts_model_close(m);
         return cli_fail("bench", s, &err);
@@ -141,7 +146,8 @@ int cmd_bench(int argc, char **argv) {
     long before = ts_cpu_dispatches(cp);
     ts_cpu_forward(cp, toks, 1, logits, 0, NULL, &err); /* may exceed capacity: count only */
     long per_tok = ts_cpu_dispatches(cp) - before;
-    double rss_mb = rss_peak_kb() / 1024.0; /* before the probes' own 1 GiB buffer */
+    double rss_mb = proc_kb("/proc/self/status", "VmHWM:") / 1024.0; /* before the probes' 1 GiB buffer */
+    double huge_mb = proc_kb("/proc/self/smaps_rollup", "AnonHugePages:") / 1024.0; /* copied weights in THP */
     ts_peaks pk;
     ts_probe_peaks(ts_cpu_pool(cp), ts_cpu_variant_of(cp), 3, &pk);
     double pf_frac = pf_gflops[n_sizes - 1] / pk.flops_gflops;
@@ -155,11 +161,12 @@ int cmd_bench(int argc, char **argv) {
                "\"peak_bf16_gflops\": %.2f, \"peak_instruction\": \"%s\", \"peak_read_gbs\": %.2f, "
                "\"prefill_peak_fraction\": %.4f, \"decode_bandwidth_fraction\": %.4f, "
                "\"dispatches_per_layer\": %.2f, \"load_s\": %.3f, \"cold_ttft_s\": %.3f, "
-               "\"rss_peak_mb\": %.1f, \"trials\": %lld, \"prefill\": [",
+               "\"rss_peak_mb\": %.1f, \"anon_huge_mb\": %.1f, \"copied_weights\": %s, \"trials\": %lld, "
+               "\"prefill\": [",
                dir, ts_cpu_variant_name(ts_cpu_variant_of(cp)), ts_cpu_threads(cp), sizes[n_sizes - 1],
                pf_tok_s[n_sizes - 1], pf_sd[n_sizes - 1], pf_gflops[n_sizes - 1], decode_ctx, dec.mean,
                dec.sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac, dec_frac,
-               dpl, t_load, cold_ttft, rss_mb, trials);
+               dpl, t_load, cold_ttft, rss_mb, huge_mb, copy_weights ? "true" : "false", trials);
         for (int k = 0; k < n_sizes; k++)
             printf("%s{\"tokens\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"gflops\": %.2f}", k ? ", " : "",
                    sizes[k], pf_tok_s[k], pf_sd[k], pf_gflops[k]);
@@ -176,6 +183,7 @@ int cmd_bench(int argc, char **argv) {
                decode_ctx, dec.mean, dec.sd, dec_gbs, 100 * dec_frac, bytes_tok / 1e6);
         printf("dispatches per layer %.0f; load %.3f s; cold time to first token %.3f s; peak RSS %.0f MB\n",
                dpl, t_load, cold_ttft, rss_mb);
+        if (copy_weights) printf("weights copied at load: %.0f MB of it in transparent huge pages\n", huge_mb);
     }
     free(toks), free(logits), free(tv);
     ts_cpu_free(cp);

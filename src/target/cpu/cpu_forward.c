@@ -2,9 +2,11 @@
  * for every activation buffer and the KV cache, so nothing is allocated per token; the
  * forward pass runs each layer's stages (cpu_steps.c) and one more dispatch per forward for
  * [final_norm -> lm_head] on the rows that need logits. */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -18,8 +20,20 @@
 
 /* ---- weights ---- */
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* Weight copies of 2 MiB or more are 2 MiB aligned and advised as huge pages: decode streams
+ * every weight once per token, and a copy in (transparent) huge pages is read through far
+ * fewer TLB entries than the page cache's 4 KiB pages of the mmap (see docs/cpu-target.md for
+ * what it measured). Without THP the advice is ignored and the copy is an ordinary one. */
 static void *own(ts_cpu *c, size_t bytes) {
-    void *p = malloc(bytes);
+    void *p = NULL;
+    if (bytes >= HUGE_PAGE) {
+        size_t sz = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+        p = aligned_alloc(HUGE_PAGE, sz);
+        if (p) madvise(p, sz, MADV_HUGEPAGE);
+    }
+    if (!p) p = malloc(bytes);
     if (!p) return NULL;
     c->owned[c->n_owned++] = p;
     return p;
