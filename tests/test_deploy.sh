@@ -60,6 +60,12 @@ for f in gate_up rope attention; do
 done
 expect 8 "produced by step down" -- "$BIN" deploy "$M" --phases 1-3 --out "$TMP/f-nan" --inject-fault down:nan@2 --threads 2
 expect 64 "STEP[:nan][@LAYER]" -- "$BIN" deploy "$M" --inject-fault bogus
+# A fault that lets greedy runs agree for a while: the lockstep finds divergences after some
+# identical tokens, where the oracle's logits are recomputed by a prefill of its run so far.
+mkdir -p "$TMP/f-lock" && cp "$TMP/d-qwen3-0.6b-tiny"/phase[012].json "$TMP/f-lock/"
+expect 8 "lockstep 7" -- "$BIN" deploy "$M" --phases 3 --out "$TMP/f-lock" --inject-fault qkv --threads 2
+python3 -c "import json,sys; r=json.load(open(sys.argv[1]))['lockstep']; sys.exit(not any(0 < x['identical_tokens'] < 32 for x in r))" \
+    "$TMP/f-lock/phase3.json" && ok || bad "no lockstep run diverged after identical tokens under a qkv fault"
 # Resuming after a failed gate refuses; --force runs and records it.
 expect 8 "refuses to start" -- "$BIN" deploy "$M" --phases 4-5 --out "$TMP/f-gate_up"
 expect 8 "" -- "$BIN" deploy "$M" --phases 4-6 --out "$TMP/f-gate_up" --force "${SMALL[@]}"
