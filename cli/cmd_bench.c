@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "io/mmap.h"
 #include "model/model.h"
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/probe.h"
@@ -98,6 +99,9 @@ int cmd_bench(int argc, char **argv) {
         ts_model_close(m);
         return cli_fail("bench", s, &err);
     }
+    /* As a copying session of `tessera run` does: the mapped pages go, the copy stays. */
+    if (copy_weights)
+        for (int i = 0; i < m->store.n_maps; i++) ts_mmap_release(&m->store.maps[i]);
     double t_load = ts_now_s() - t0;
     if (autotune && (s = ts_cpu_autotune(cp, sizes[n_sizes - 1], as_json ? stderr : stdout, &err))) {
         ts_cpu_free(cp);

@@ -15,7 +15,7 @@ void cli_print_speed(const ts_gen_result *r);
 
 static const char *k_usage = "tessera chat MODEL_DIR|DEPLOY_DIR [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
-                             "       [--tokenizer PATH] [--ctx N] [--think|--no-think] [--verbose]";
+                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--think|--no-think] [--verbose]";
 
 static void print_piece(void *user, const char *text, size_t len) {
     (void)user;

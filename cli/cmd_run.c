@@ -11,7 +11,7 @@
 
 static const char *k_usage = "tessera run MODEL_DIR|DEPLOY_DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
-                             "       [--tokenizer PATH] [--ctx N] [--chat [--system TEXT] [--think|--no-think]] [--show-ids]";
+                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--chat [--system TEXT] [--think|--no-think]] [--show-ids]";
 
 static void print_piece(void *user, const char *text, size_t len) {
     (void)user;
@@ -29,6 +29,7 @@ ts_status cli_resolve_deployment(const char *cmd, ts_session_opts *o, ts_deploym
     if (o->n_threads <= 0) o->n_threads = d->threads;
     o->tiles = d->tiles;
     o->n_tiles = d->n_tiles;
+    if (o->copy_weights < 0) o->copy_weights = d->copy_weights; /* --weights overrides */
     return TS_OK;
 }
 

@@ -32,7 +32,13 @@ assert [r["tokens"] for r in perf["prefill"]] == [16, 48], perf["prefill"]
 assert [r["context"] for r in perf["decode"]] == [16, 40], perf["decode"]
 p4 = json.load(open(d + "/phase4.json"))
 steps = [r["step"] for r in p4["trajectory"]]
-assert steps[0].startswith("baseline") and steps[-1].startswith("+ zero-copy"), steps
+pl = p4["placement"]
+assert pl["weights"] in ("mmap", "copy") and m["target"]["weights"] == pl["weights"], (pl, m["target"])
+assert pl["rounds"] == 5 and 0 <= pl["copy_faster_rounds"] <= 5 and pl["mmap_decode_tok_s"] > 0, pl
+assert (pl["weights"] == "copy") == (pl["copy_faster_rounds"] >= 4 and pl["median_ratio"] >= 1.03), pl
+final = "+ autotuned tiles, weights copied" if pl["weights"] == "copy" else "+ zero-copy"
+assert steps[0].startswith("baseline") and steps[-1].startswith(final), steps
+assert (p4["trajectory"][-1]["disabled_mask"] != 0) == (pl["weights"] == "copy"), p4["trajectory"][-1]
 assert p4["trajectory"][0]["dispatches_per_layer"] > 3 and p4["trajectory"][-1]["dispatches_per_layer"] == 3
 assert all(r["warm_ms_sd"] >= 0 and r["cold_ms"] > 0 for r in p4["trajectory"])
 assert {p["dispatch"] for p in p4["profile_final"]} == {"D1 attn_norm..rope", "D2 attention", "D3 o_proj..down", "lm_head"}
@@ -84,6 +90,11 @@ import json, sys
 p = sys.argv[1]; m = json.load(open(p)); m["target"]["tiles"][0]["ms"] = "three"; json.dump(m, open(p, "w"))
 PY
 expect 3 "target.tiles[0].ms: expected a non-negative integer" -- "$BIN" run "$TMP/rbad" -p "x" -n 1
+python3 - "$TMP/rbad/manifest.json" <<'PY'
+import json, sys
+p = sys.argv[1]; m = json.load(open(p)); m["target"]["tiles"] = "defaults"; m["target"]["weights"] = "disk"; json.dump(m, open(p, "w"))
+PY
+expect 3 'target.weights: expected "mmap" or "copy"' -- "$BIN" run "$TMP/rbad" -p "x" -n 1
 
 # tessera run DEPLOY_DIR: the deployed plan on a model with the real Qwen3 tokenizer.
 TOK="$SHARED/tokenizers/qwen3"
@@ -93,6 +104,18 @@ if [ -f "$TOK/tokenizer.json" ]; then
     "$BIN" run "$TMP/q" -p "Hello" -n 6 --temp 0 --threads 2 >"$TMP/direct" 2>/dev/null || bad "run MODEL_DIR"
     "$BIN" run "$TMP/qd" -p "Hello" -n 6 --temp 0 >"$TMP/viadeploy" 2>"$TMP/err" || bad "run DEPLOY_DIR: $(cat "$TMP/err")"
     cmp -s "$TMP/direct" "$TMP/viadeploy" && ok || bad "run DEPLOY_DIR differs from run MODEL_DIR (greedy)"
+    # Both weight placements read the same BF16 bits: the same greedy text, either way round
+    # from the deployment's choice.
+    for w in mmap copy; do
+        "$BIN" run "$TMP/qd" -p "Hello" -n 6 --temp 0 --weights $w >"$TMP/w-$w" 2>"$TMP/err" || bad "run --weights $w: $(cat "$TMP/err")"
+        cmp -s "$TMP/direct" "$TMP/w-$w" && ok || bad "run --weights $w differs from run MODEL_DIR (greedy)"
+    done
+    cp -r "$TMP/qd" "$TMP/qdc"
+    python3 -c "import json,sys; p=sys.argv[1]; m=json.load(open(p)); m['target']['weights']='copy'; json.dump(m, open(p,'w'))" \
+        "$TMP/qdc/manifest.json"
+    "$BIN" run "$TMP/qdc" -p "Hello" -n 6 --temp 0 >"$TMP/w-manifest" 2>"$TMP/err" || bad "run of a copy deployment: $(cat "$TMP/err")"
+    cmp -s "$TMP/direct" "$TMP/w-manifest" && ok || bad "a deployment with target.weights copy differs (greedy)"
+    expect 64 "--weights expects mmap or copy" -- "$BIN" run "$TMP/qd" -p "x" --weights disk
     grep -q "generation:" "$TMP/err" && ok || bad "run DEPLOY_DIR printed no speed line"
 fi
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "deploy/perf.h"
+#include "deploy/placement.h"
 #include "io/mmap.h"
 
 int ts_deployment_is(const char *dir) {
@@ -44,6 +45,8 @@ ts_status ts_deployment_load(const char *dir, ts_deployment *d, ts_error *err) {
     char where[4200];
     snprintf(where, sizeof where, "%s: target.tiles", path);
     s = ts_perf_tiles_parse(tiles, where, d->tiles, TS_DEPLOY_MAX_TILES, &d->n_tiles, err);
+    snprintf(where, sizeof where, "%s: target.weights", path);
+    if (!s) s = ts_placement_parse(json_object_get(target, "weights"), where, &d->copy_weights, err);
 done:
     json_decref(man);
     free(path);

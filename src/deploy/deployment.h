@@ -1,5 +1,6 @@
 /* Reading a deployment directory back (`tessera run DEPLOY_DIR`, phase 6): the model it was
- * made for, and the plan it chose (threads, autotuned tiles) from manifest.json. */
+ * made for, and the plan it chose (threads, autotuned tiles, weight placement) from
+ * manifest.json. */
 #ifndef TS_DEPLOY_DEPLOYMENT_H
 #define TS_DEPLOY_DEPLOYMENT_H
 #include "target/cpu/cpu_target.h"
@@ -11,6 +12,7 @@ typedef struct ts_deployment {
     int threads;
     ts_cpu_tile_rec tiles[TS_DEPLOY_MAX_TILES];
     int n_tiles;
+    int copy_weights; /* target.weights: 1 "copy", 0 "mmap" (or absent) */
     int all_gates_passed;
 } ts_deployment;
 

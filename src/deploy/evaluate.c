@@ -12,6 +12,7 @@
 #include "deploy/gates.h"
 #include "deploy/manifest.h"
 #include "deploy/perf.h"
+#include "deploy/placement.h"
 #include "deploy/phases.h"
 #include "io/json.h"
 #include "io/mmap.h"
@@ -162,12 +163,17 @@ static void remeasure(checks *k, const ts_model *m, const json_t *man, int threa
     if (trials < 5) trials = 5;
     size_t i;
     ts_error e;
+    int copy;
+    if (ts_placement_parse(json_object_get(target, "weights"), "manifest.json: target.weights", &copy, &e)) {
+        note(k, 2, "%s", e.msg);
+        return;
+    }
     json_array_foreach(json_object_get(perf, "prefill"), i, r) {
         int P = (int)json_integer_value(json_object_get(r, "tokens"));
         double mean, sd;
         char what[64];
         snprintf(what, sizeof what, "TTFT at %d tokens", P);
-        if (P < 1 || ts_perf_prefill(m, th, tiles, P, trials, &mean, &sd, &e)) {
+        if (P < 1 || ts_perf_prefill(m, th, tiles, copy, P, trials, &mean, &sd, &e)) {
             note(k, 2, "%s could not be re-measured: %s", what, P < 1 ? "malformed claim" : e.msg);
             continue;
         }
@@ -180,7 +186,7 @@ static void remeasure(checks *k, const ts_model *m, const json_t *man, int threa
         double mean, sd;
         char what[64];
         snprintf(what, sizeof what, "decode at context %d", C);
-        if (C < 1 || D < 1 || ts_perf_decode(m, th, tiles, C, D, trials, &mean, &sd, &e)) {
+        if (C < 1 || D < 1 || ts_perf_decode(m, th, tiles, copy, C, D, trials, &mean, &sd, &e)) {
             note(k, 2, "%s could not be re-measured: %s", what, C < 1 || D < 1 ? "malformed claim" : e.msg);
             continue;
         }

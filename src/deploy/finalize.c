@@ -21,7 +21,7 @@ static ts_status generate(const ts_model *m, const ts_deployment *d, int32_t *ou
     int32_t toks[8];
     ts_phase_prompt_tokens(c, 11, 400, toks, n0);
     ts_cpu *cp = NULL;
-    ts_cpu_opts co = {.n_threads = d->threads, .force_variant = -1};
+    ts_cpu_opts co = {.n_threads = d->threads, .force_variant = -1, .disable = d->copy_weights ? TS_OPT_ZERO_COPY : 0};
     float *lg = malloc(sizeof(float) * (size_t)c->n_vocab);
     ts_status s = lg ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "phase 6: out of memory");
     if (!s) s = ts_cpu_new(m, n0 + gen, &co, &cp, err);
@@ -91,8 +91,9 @@ ts_status ts_phase6_run(const ts_model *m, const char *out_dir, json_t *reports[
         return s;
     }
     if (out) {
-        fprintf(out, "  the deployment read back from manifest.json (%d threads, %d tiles) generated %d greedy tokens "
-                     "twice: %s\n", d.threads, d.n_tiles, GEN, runs ? (same ? "identical" : "DIFFERENT") : "FAILED");
+        fprintf(out, "  the deployment read back from manifest.json (%d threads, %d tiles, weights %s) generated %d greedy "
+                     "tokens twice: %s\n", d.threads, d.n_tiles, d.copy_weights ? "copied" : "from the mmap", GEN,
+                runs ? (same ? "identical" : "DIFFERENT") : "FAILED");
     }
     char missing[128];
     int complete = report_complete(out_dir, reports, missing, sizeof missing);

@@ -57,12 +57,18 @@ static json_t *target_json(int threads, const json_t *phase4) {
         for (int i = 0; k_plan[d][i]; i++) json_array_append_new(g, json_string(k_plan[d][i]));
         json_array_append_new(plan, g);
     }
-    return json_pack("{s:s, s:s, s:i, s:s, s:{s:b, s:b, s:b, s:b}, s:o, s:i, s:s, s:o}", "name", "cpu", "variant",
-                     ts_cpu_variant_name(ts_cpu_best_variant()), "threads", threads, "cpu", f->brand, "features",
-                     "avx2", f->avx2, "fma", f->fma, "avx512f", f->avx512f, "avx512bf16", f->avx512bf16,
-                     "dispatch_plan", plan, "dispatches_per_layer", 3, "lm_head", "last position only in prefill",
-                     "tiles", phase4 && json_object_get(phase4, "tiles") ? json_deep_copy(json_object_get(phase4, "tiles"))
-                                                                         : json_string("defaults (phase 4 did not run)"));
+    /* The weight placement phase 4's probe chose (mmap when phase 4 did not run). */
+    const json_t *pl = phase4 ? json_object_get(phase4, "placement") : NULL;
+    const char *w = json_string_value(json_object_get(pl, "weights"));
+    json_t *t = json_pack("{s:s, s:s, s:i, s:s, s:{s:b, s:b, s:b, s:b}, s:o, s:i, s:s, s:o, s:s}", "name", "cpu", "variant",
+                          ts_cpu_variant_name(ts_cpu_best_variant()), "threads", threads, "cpu", f->brand, "features",
+                          "avx2", f->avx2, "fma", f->fma, "avx512f", f->avx512f, "avx512bf16", f->avx512bf16,
+                          "dispatch_plan", plan, "dispatches_per_layer", 3, "lm_head", "last position only in prefill",
+                          "tiles", phase4 && json_object_get(phase4, "tiles") ? json_deep_copy(json_object_get(phase4, "tiles"))
+                                                                              : json_string("defaults (phase 4 did not run)"),
+                          "weights", w && !strcmp(w, "copy") ? "copy" : "mmap");
+    if (pl) json_object_set_new(t, "weights_probe", json_deep_copy(pl));
+    return t;
 }
 
 /* The claims phase 7 re-measures: the final plan's prefill (TTFT) and decode rates. */
@@ -130,6 +136,18 @@ static void trajectory_md(FILE *f, const json_t *rep, const char *rate_key, cons
 static void perf_md(FILE *f, const json_t *p4, const json_t *p5) {
     if (!p4 && !p5) return;
     fprintf(f, "\n## Performance\n\nThe chart of both trajectories is trajectory.svg.\n");
+    const json_t *pl = p4 ? json_object_get(p4, "placement") : NULL;
+    if (pl && json_object_get(pl, "copy_decode_tok_s"))
+        fprintf(f, "\nWeight placement: **%s**. Decode probe (median of %lld rounds of %lld tokens): %.2f tok/s from the "
+                   "mmap, %.2f tok/s copied to huge pages, the copy faster in %lld rounds, median ratio %.3f, %.0f ms "
+                   "more to load. Rule: %s.\n",
+                json_string_value(json_object_get(pl, "weights")), (long long)json_integer_value(json_object_get(pl, "rounds")),
+                (long long)json_integer_value(json_object_get(pl, "tokens_per_round")), num(pl, "mmap_decode_tok_s"),
+                num(pl, "copy_decode_tok_s"), (long long)json_integer_value(json_object_get(pl, "copy_faster_rounds")),
+                num(pl, "median_ratio"), num(pl, "copy_extra_load_ms"), json_string_value(json_object_get(pl, "rule")));
+    else if (pl)
+        fprintf(f, "\nWeight placement: **%s** (%s).\n", json_string_value(json_object_get(pl, "weights")),
+                json_string_value(json_object_get(pl, "why")) ? json_string_value(json_object_get(pl, "why")) : "");
     if (p4) {
         trajectory_md(f, p4, "prefill_tok_s", "Prefill");
         fprintf(f, "\nTime to first token of the final plan:\n\n| prompt tokens | cold ms | TTFT ms (mean +- sd) | "

@@ -9,34 +9,36 @@
 #include "core/error.h"
 #include "deploy/gates.h"
 #include "deploy/phases.h"
+#include "deploy/placement.h"
 #include "target/cpu/probe.h"
 #include "core/clock.h"
 
 typedef struct traj_step {
     const char *name;
     unsigned disable;
-    int tuned; /* the autotuned tiles of phase 4 */
+    int tuned;             /* the final plan: phase 4's autotuned tiles and weight placement */
+    const char *name_copy; /* its name when the placement probe chose the copy */
 } traj_step;
 
 /* Cumulative: each row turns on one more optimization. The baseline runs one dispatch per
  * step, attention one query row at a time, copies of the weights, the LM head over every row
  * and default tiles. */
 static const traj_step k_prefill[] = {
-    {"baseline: unfused, row attention, copied weights, all-row LM head", TS_OPT_ALL, 0},
-    {"+ fused dispatches (3 per layer)", TS_OPT_ALL & ~TS_OPT_FUSED, 0},
-    {"+ tiled prefill attention", TS_OPT_GEMV | TS_OPT_ZERO_COPY | TS_OPT_LAST_LOGITS, 0},
-    {"+ last-token LM head (one streaming GEMV row)", TS_OPT_ZERO_COPY, 0},
+    {"baseline: unfused, row attention, copied weights, all-row LM head", TS_OPT_ALL, 0, NULL},
+    {"+ fused dispatches (3 per layer)", TS_OPT_ALL & ~TS_OPT_FUSED, 0, NULL},
+    {"+ tiled prefill attention", TS_OPT_GEMV | TS_OPT_ZERO_COPY | TS_OPT_LAST_LOGITS, 0, NULL},
+    {"+ last-token LM head (one streaming GEMV row)", TS_OPT_ZERO_COPY, 0, NULL},
     /* The tuned tiles join this last row instead of a row of their own: for S >= 2 the panel
      * kernel has no tile choice, so such a row measured the same kernels twice (only the
      * one-row LM head can take a tuned tile). */
-    {"+ zero-copy weights (from the mmap), tuned tiles", 0, 1},
+    {"+ zero-copy weights (from the mmap), tuned tiles", 0, 1, "+ autotuned tiles, weights copied to huge pages (probe's pick)"},
 };
 static const traj_step k_decode[] = {
-    {"baseline: unfused, GEMM tile for one row, copied weights", TS_OPT_ALL, 0},
-    {"+ fused dispatches (3 per layer)", TS_OPT_ALL & ~TS_OPT_FUSED, 0},
-    {"+ streaming GEMV", TS_OPT_ZERO_COPY, 0},
-    {"+ zero-copy weights (borrowed from the mmap)", 0, 0},
-    {"+ phase-4 autotuned tiles", 0, 1},
+    {"baseline: unfused, GEMM tile for one row, copied weights", TS_OPT_ALL, 0, NULL},
+    {"+ fused dispatches (3 per layer)", TS_OPT_ALL & ~TS_OPT_FUSED, 0, NULL},
+    {"+ streaming GEMV", TS_OPT_ZERO_COPY, 0, NULL},
+    {"+ zero-copy weights (borrowed from the mmap)", 0, 0, NULL},
+    {"+ phase-4 autotuned tiles", 0, 1, "+ phase-4 autotuned tiles, weights copied to huge pages"},
 };
 
 typedef struct measure {
@@ -58,7 +60,10 @@ void ts_perf_defaults(ts_perf_opts *o, int phase) {
     memset(o, 0, sizeof *o);
     o->trials = 5;
     o->prefill = 128;
-    o->decode_tokens = 16;
+    /* 8 tokens a trial (16 before): phases 5 and 7 time every decode trial, and 16 tokens
+     * kept the 1.7B deployments over their 15-minute goal; docs/deploy.md compares the
+     * trials' spread with both. */
+    o->decode_tokens = 8;
     o->n_sizes = 2;
     o->sizes[0] = 128;
     o->sizes[1] = phase == 4 ? 512 : 1024;
@@ -211,13 +216,6 @@ static json_t *measure_json(const measure *r, const char *rate_key) {
                      r->dpl, "weights_copied_bytes", (json_int_t)r->copied);
 }
 
-/* The copying baseline doubles the weights' memory; beyond a share of RAM it is skipped. */
-static int copy_fits(const ts_model *m) {
-    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE), w = 0;
-    for (int i = 0; i < m->store.n_maps; i++) w += (double)m->store.maps[i].size;
-    return phys <= 0 || 2 * w < 0.7 * phys;
-}
-
 static void print_profile(FILE *out, const json_t *prof) {
     size_t i;
     const json_t *p;
@@ -227,27 +225,30 @@ static void print_profile(FILE *out, const json_t *prof) {
                 json_number_value(json_object_get(p, "ms_per_run")), 100 * json_number_value(json_object_get(p, "share")));
 }
 
-/* Runs the trajectory rows; tiles for the rows that want them. *last: the final row's
- * measurement (the deployed plan at this size), which the TTFT and context tables reuse. */
-static ts_status trajectory(const ts_model *m, const ts_perf_opts *o, int phase, const json_t *tiles, int size,
+/* Runs the trajectory rows; tiles and the chosen placement (copy) for the final row. *last: the
+ * final row's measurement (the deployed plan at this size), which the TTFT and context tables
+ * reuse. */
+static ts_status trajectory(const ts_model *m, const ts_perf_opts *o, int phase, const json_t *tiles, int copy, int size,
                             json_t *rows, json_t **base_profile, json_t **final_profile, measure *last, ts_error *err) {
     const traj_step *steps = phase == 4 ? k_prefill : k_decode;
     int n = phase == 4 ? (int)(sizeof k_prefill / sizeof *k_prefill) : (int)(sizeof k_decode / sizeof *k_decode);
     const char *key = phase == 4 ? "prefill_tok_s" : "decode_tok_s";
-    int fits = copy_fits(m);
+    /* The copying baseline doubles the weights' memory; beyond a share of RAM it is skipped. */
+    int fits = ts_placement_copy_fits(m);
     ts_status s = TS_OK;
     for (int i = 0; i < n && !s; i++) {
-        unsigned d = steps[i].disable;
+        unsigned d = steps[i].tuned ? ts_placement_mask(copy) : steps[i].disable;
+        const char *name = steps[i].tuned && copy ? steps[i].name_copy : steps[i].name;
         if (!fits) d &= ~(unsigned)TS_OPT_ZERO_COPY;
         measure r;
         s = phase == 4 ? prefill_case(m, o, d, steps[i].tuned ? tiles : NULL, size, &r, err)
                        : decode_case(m, o, d, steps[i].tuned ? tiles : NULL, size, &r, err);
         if (s) break;
         if (o->out)
-            fprintf(o->out, "  %-62.62s cold %9.1f ms  warm %9.2f ms +- %7.2f  %8.2f tok/s  %d/layer\n", steps[i].name,
+            fprintf(o->out, "  %-62.62s cold %9.1f ms  warm %9.2f ms +- %7.2f  %8.2f tok/s  %d/layer\n", name,
                     r.cold_ms, r.mean_ms, r.sd_ms, r.rate, r.dpl);
         json_t *row = measure_json(&r, key);
-        json_object_set_new(row, "step", json_string(steps[i].name));
+        json_object_set_new(row, "step", json_string(name));
         json_object_set_new(row, "disabled_mask", json_integer((json_int_t)d));
         if (!fits && (steps[i].disable & TS_OPT_ZERO_COPY))
             json_object_set_new(row, "note", json_string("copying skipped: two copies of the weights exceed 70% of RAM"));
@@ -278,9 +279,15 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     if (!(s = ts_cpu_new(m, P, &co, &cp, err)) && !(s = ts_cpu_autotune(cp, P, out, err))) tiles = tiles_json(cp);
     ts_cpu_free(cp);
     double tune_ms = ts_now_s() * 1e3 - a;
+    /* The weight placement of the final plan: everything after this measures that plan. */
+    json_t *placement = NULL;
+    int copy = 0;
+    if (!s) s = ts_placement_probe(m, o->threads, o->fault, tiles, out, &placement, &copy, err);
+    unsigned place = ts_placement_mask(copy);
+    co.disable = place;
     if (!s && out)
         fprintf(out, "phase 4: optimization trajectory, prefill of %d tokens, %d warm trials each\n", P, o->trials);
-    if (!s) s = trajectory(m, o, 4, tiles, P, rows, &base_prof, &final_prof, &fin, err);
+    if (!s) s = trajectory(m, o, 4, tiles, copy, P, rows, &base_prof, &final_prof, &fin, err);
     /* TTFT of the final plan at each size: a new session each time (cold), then warm trials. */
     for (int i = 0; i < o->n_sizes && !s; i++) {
         int S = o->sizes[i];
@@ -289,7 +296,7 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
             continue;
         }
         measure r = fin; /* at the trajectory's size the final row is this measurement: not run twice */
-        if (S != P && (s = prefill_case(m, o, 0, tiles, S, &r, err))) break;
+        if (S != P && (s = prefill_case(m, o, place, tiles, S, &r, err))) break;
         json_decref(r.profile);
         if (out)
             fprintf(out, "  TTFT %5d tokens: cold %9.1f ms, warm %9.2f ms +- %.2f (%.2f tok/s)\n", S, r.cold_ms, r.mean_ms,
@@ -351,7 +358,7 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     }
     if (s) {
         json_decref(rep), json_decref(rows), json_decref(ttft), json_decref(gates), json_decref(tiles);
-        json_decref(base_prof), json_decref(final_prof);
+        json_decref(base_prof), json_decref(final_prof), json_decref(placement);
         return s;
     }
     json_object_set_new(rep, "phase", json_integer(4));
@@ -360,6 +367,7 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     json_object_set_new(rep, "threads", json_integer(o->threads));
     json_object_set_new(rep, "autotune_ms", json_real(tune_ms));
     json_object_set_new(rep, "tiles", tiles);
+    json_object_set_new(rep, "placement", placement);
     json_object_set_new(rep, "trajectory", rows);
     json_object_set_new(rep, "ttft", ttft);
     json_object_set_new(rep, "profile_baseline", base_prof);
@@ -379,12 +387,12 @@ static double bytes_per_token(const ts_config *c, double ctx) {
 }
 
 /* Greedy lockstep of the final plan against the oracle (phase-3 rule at the first divergence). */
-static ts_status lockstep(const ts_model *m, const ts_perf_opts *o, const json_t *tiles, int runs, int gen,
+static ts_status lockstep(const ts_model *m, const ts_perf_opts *o, const json_t *tiles, int copy, int runs, int gen,
                           int *violations, json_t *out_rows, ts_error *err) {
     enum { MAX_RUNS = 8 };
     const ts_config *c = ts_model_config(m);
     ts_cpu *cp = NULL;
-    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .disable = ts_placement_mask(copy), .fault = o->fault};
     int32_t toks[MAX_RUNS * 8];
     int same[MAX_RUNS], viol[MAX_RUNS];
     int n0 = c->max_pos < 8 ? c->max_pos : 8;
@@ -419,10 +427,13 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     measure fin = {0};
     *report = NULL;
     ts_status s = TS_OK;
+    int copy = 0; /* phase 4's weight placement */
     if (out)
         fprintf(out, "phase 5 (decode): optimization trajectory, %d greedy tokens after %d, %d warm trials each%s\n", D, C0,
                 o->trials, tiles ? "" : " (no phase-4 report: default tiles)");
-    s = trajectory(m, o, 5, tiles, C0, rows, &base_prof, &final_prof, &fin, err);
+    if (phase4) s = ts_placement_parse(json_object_get(json_object_get(phase4, "placement"), "weights"),
+                                       "phase4.json: placement.weights", &copy, err);
+    if (!s) s = trajectory(m, o, 5, tiles, copy, C0, rows, &base_prof, &final_prof, &fin, err);
     /* Peaks of this machine now, for the bandwidth fraction. */
     ts_peaks pk = {0};
     if (!s) {
@@ -438,7 +449,7 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
             continue;
         }
         measure r = fin; /* the trajectory's final row is this plan at C0: not run twice */
-        if (C != C0 && (s = decode_case(m, o, 0, tiles, C, &r, err))) break;
+        if (C != C0 && (s = decode_case(m, o, ts_placement_mask(copy), tiles, C, &r, err))) break;
         json_decref(r.profile);
         double gbs = bytes_per_token(c, C + D / 2.0) * r.rate / 1e9;
         if (out)
@@ -451,7 +462,7 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
         json_array_append_new(ctxs, row);
     }
     int viol = 0, pass = 1;
-    if (!s) s = lockstep(m, o, tiles, 2, 16, &viol, lock, err);
+    if (!s) s = lockstep(m, o, tiles, copy, 2, 16, &viol, lock, err);
     if (!s) {
         if (out) {
             fprintf(out, "  where decode time goes, final plan (per token):\n");
@@ -467,6 +478,7 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     }
     json_object_set_new(rep, "phase", json_integer(5));
     json_object_set_new(rep, "context", json_integer(C0));
+    json_object_set_new(rep, "weights", json_string(copy ? "copy" : "mmap"));
     json_object_set_new(rep, "decode_tokens", json_integer(D));
     json_object_set_new(rep, "trials", json_integer(o->trials));
     json_object_set_new(rep, "threads", json_integer(o->threads));
@@ -483,25 +495,25 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     return pass ? TS_OK : ts_fail(err, TS_ERR_GATE, "phase 5 gate failed (see the table)");
 }
 
-ts_status ts_perf_prefill(const ts_model *m, int threads, const json_t *tiles, int P, int trials, double *mean_ms,
-                          double *sd_ms, ts_error *err) {
+ts_status ts_perf_prefill(const ts_model *m, int threads, const json_t *tiles, int copy, int P, int trials,
+                          double *mean_ms, double *sd_ms, ts_error *err) {
     ts_perf_opts o;
     ts_perf_defaults(&o, 4);
     o.threads = threads, o.trials = trials;
     measure r;
-    ts_status s = prefill_case(m, &o, 0, json_is_array(tiles) ? tiles : NULL, P, &r, err);
+    ts_status s = prefill_case(m, &o, ts_placement_mask(copy), json_is_array(tiles) ? tiles : NULL, P, &r, err);
     if (!s) *mean_ms = r.mean_ms, *sd_ms = r.sd_ms;
     json_decref(r.profile);
     return s;
 }
 
-ts_status ts_perf_decode(const ts_model *m, int threads, const json_t *tiles, int C, int D, int trials, double *tok_s,
-                         double *sd, ts_error *err) {
+ts_status ts_perf_decode(const ts_model *m, int threads, const json_t *tiles, int copy, int C, int D, int trials,
+                         double *tok_s, double *sd, ts_error *err) {
     ts_perf_opts o;
     ts_perf_defaults(&o, 5);
     o.threads = threads, o.trials = trials, o.decode_tokens = D;
     measure r;
-    ts_status s = decode_case(m, &o, 0, json_is_array(tiles) ? tiles : NULL, C, &r, err);
+    ts_status s = decode_case(m, &o, ts_placement_mask(copy), json_is_array(tiles) ? tiles : NULL, C, &r, err);
     if (!s) *tok_s = r.rate, *sd = r.rate_sd;
     json_decref(r.profile);
     return s;

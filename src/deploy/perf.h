@@ -2,8 +2,8 @@
  * optimizations switched on one after another (the unfused, copying baseline first, autotuned
  * tiles last), cold (a new session, weights bound, first forward) and warm (>= 5 trials, mean
  * and standard deviation), then the final plan at the requested sizes, with the time per
- * dispatch. Phase 4 is prefill (TTFT) and autotunes the tiles; phase 5 is decode (tok/s, GB/s)
- * with the tiles phase 4 chose. */
+ * dispatch. Phase 4 is prefill (TTFT), autotunes the tiles and picks the weight placement
+ * (placement.h); phase 5 is decode (tok/s, GB/s) with the tiles and placement phase 4 chose. */
 #ifndef TS_DEPLOY_PERF_H
 #define TS_DEPLOY_PERF_H
 #include <jansson.h>
@@ -26,7 +26,7 @@ typedef struct ts_perf_opts {
 } ts_perf_opts;
 
 /* Defaults: 5 trials, trajectory at 128 tokens, TTFT at 128 and 512, decode contexts 128 and
- * 1024 with 16 tokens per trial (phase 5 replaces sizes). */
+ * 1024 with 8 tokens per trial (phase 5 replaces sizes). */
 void ts_perf_defaults(ts_perf_opts *o, int phase);
 
 ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **report, ts_error *err);
@@ -41,12 +41,13 @@ ts_status ts_perf_tiles_parse(const json_t *tiles, const char *where, ts_cpu_til
 ts_status ts_perf_apply_tiles(ts_cpu *c, const json_t *tiles, ts_error *err);
 
 /* Re-measurement for the evaluator, with the deployed plan (tiles: a manifest's
- * target.tiles or NULL): warm prefill time of P tokens, and decode tok/s of D tokens after a
- * C-token context, each over `trials` runs (mean and standard deviation). */
-ts_status ts_perf_prefill(const ts_model *m, int threads, const json_t *tiles, int P, int trials, double *mean_ms,
-                          double *sd_ms, ts_error *err);
-ts_status ts_perf_decode(const ts_model *m, int threads, const json_t *tiles, int C, int D, int trials, double *tok_s,
-                         double *sd, ts_error *err);
+ * target.tiles or NULL; copy: its weight placement): warm prefill time of P tokens, and decode
+ * tok/s of D tokens after a C-token context, each over `trials` runs (mean and standard
+ * deviation). */
+ts_status ts_perf_prefill(const ts_model *m, int threads, const json_t *tiles, int copy, int P, int trials,
+                          double *mean_ms, double *sd_ms, ts_error *err);
+ts_status ts_perf_decode(const ts_model *m, int threads, const json_t *tiles, int copy, int C, int D, int trials,
+                         double *tok_s, double *sd, ts_error *err);
 
 /* Mean and sample standard deviation. */
 void ts_perf_stats(const double *x, int n, double *mean, double *sd);

@@ -1,5 +1,6 @@
 /* POSIX mmap/read helpers. Files are mapped PROT_READ + MAP_PRIVATE: nothing the user owns
  * can be modified through a view. */
+#define _DEFAULT_SOURCE /* madvise (posix_madvise's DONTNEED does nothing on Linux) */
 #include "io/mmap.h"
 
 #include <errno.h>
@@ -88,6 +89,10 @@ void ts_mmap_close(ts_mmap *m) {
     if (m->data) munmap((void *)m->data, m->size);
     free(m->path);
     memset(m, 0, sizeof *m);
+}
+
+void ts_mmap_release(const ts_mmap *m) {
+    if (m->data) madvise((void *)m->data, m->size, MADV_DONTNEED);
 }
 
 ts_status ts_file_read_all(const char *path, size_t max_size, char **out, size_t *out_len,

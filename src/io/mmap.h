@@ -15,6 +15,10 @@ typedef struct ts_mmap {
 
 ts_status ts_mmap_open(ts_mmap *m, const char *path, ts_error *err);
 void ts_mmap_close(ts_mmap *m);
+/* Drops this process's page mappings of the file (the page cache keeps the bytes, and a later
+ * read faults them back in): once a session has copied every weight, the mapped pages would
+ * only double the resident set. */
+void ts_mmap_release(const ts_mmap *m);
 
 /* Reads a whole (small) file into a NUL-terminated malloc'd buffer; caller frees. max_size
  * guards against reading a huge file by mistake. */

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "io/mmap.h"
 
 typedef struct text_buf {
     char *p;
@@ -60,6 +61,7 @@ void ts_session_opts_default(ts_session_opts *o) {
     ts_sample_opts_default(&o->sample);
     o->max_tokens = 256;
     o->enable_thinking = -1;
+    o->copy_weights = -1;
 }
 
 const char *ts_session_flags_help(void) {
@@ -74,6 +76,8 @@ const char *ts_session_flags_help(void) {
            "  --threads N          worker threads (default: all cores)\n"
            "  --tokenizer PATH     tokenizer.json or its directory (default: MODEL)\n"
            "  --ctx N              KV cache capacity in tokens (default min(max positions, 4096))\n"
+           "  --weights mmap|copy  read BF16 weights from the file's mmap, or copy them into huge pages\n"
+           "                       at load (default: a deployment's measured choice, else mmap)\n"
            "  --system TEXT        system message (chat templates)\n"
            "  --think | --no-think Qwen3's enable_thinking switch (default: template's)\n";
 }
@@ -104,7 +108,7 @@ int ts_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts_
     }
     static const char *const with_value[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p",
                                              "--repeat-penalty", "--seed", "--stop", "--threads",
-                                             "--tokenizer", "--ctx", "--system"};
+                                             "--tokenizer", "--ctx", "--system", "--weights"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(f, with_value[k]);
     if (!known) return 0;
@@ -149,6 +153,9 @@ int ts_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts_
         o->tokenizer = v;
     } else if (!strcmp(f, "--system")) {
         o->system = v;
+    } else if (!strcmp(f, "--weights")) {
+        bad = strcmp(v, "mmap") && strcmp(v, "copy"), want = "mmap or copy";
+        if (!bad) o->copy_weights = !strcmp(v, "copy");
     }
     if (bad) {
         ts_fail(err, TS_ERR_ARG, "%s expects %s, got \"%s\"", f, want, v);
@@ -213,9 +220,14 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
     if (!st) {
         const ts_config *cf = ts_model_config(s->m);
         if (s->o.n_ctx <= 0) s->o.n_ctx = cf->max_pos > 0 && cf->max_pos < 4096 ? cf->max_pos : 4096;
-        ts_cpu_opts co = {.n_threads = o->n_threads, .force_variant = -1};
+        ts_cpu_opts co = {.n_threads = o->n_threads, .force_variant = -1,
+                          .disable = o->copy_weights > 0 ? TS_OPT_ZERO_COPY : 0};
         st = ts_cpu_new(s->m, s->o.n_ctx, &co, &s->cpu, err);
         if (!st && o->n_tiles) st = ts_cpu_tiles_set(s->cpu, o->tiles, o->n_tiles, err);
+        /* The session holds its own copy of every weight now: the mapped pages it read them
+         * from would only double the resident set. */
+        if (!st && o->copy_weights > 0)
+            for (int i = 0; i < s->m->store.n_maps; i++) ts_mmap_release(&s->m->store.maps[i]);
     }
     if (!st) {
         int32_t eot = -1;

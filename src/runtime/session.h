@@ -22,6 +22,7 @@ typedef struct ts_session_opts {
     int enable_thinking; /* -1: template default; 0/1: Qwen3's switch */
     const ts_cpu_tile_rec *tiles; /* a deployment's autotuned tiles (borrowed), or NULL */
     int n_tiles;
+    int copy_weights; /* --weights: 1 copy, 0 mmap, -1 unset (a deployment's choice, else mmap) */
 } ts_session_opts;
 
 /* Defaults: ts_sample_opts_default, 256 tokens per reply, n_ctx 0, enable_thinking -1. */

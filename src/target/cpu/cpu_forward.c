@@ -39,12 +39,30 @@ static void *own(ts_cpu *c, size_t bytes) {
     return p;
 }
 
+/* The copy is split over the pool: each thread copies (and first-touches, so the kernel
+ * zero-fills its huge pages) a contiguous share. One thread copying a multi-GB model was most
+ * of a copying session's start-up. */
+typedef struct copy_job {
+    void *dst;
+    const void *src;
+    size_t n;
+} copy_job;
+
+static void copy_part(void *ctx, int ith, int nth) {
+    const copy_job *j = ctx;
+    size_t per = (j->n / (size_t)nth + 63) & ~(size_t)63, a = per * (size_t)ith;
+    if (a >= j->n) return;
+    size_t b = a + per < j->n ? a + per : j->n;
+    memcpy((char *)j->dst + a, (const char *)j->src + a, b - a);
+}
+
 static const uint16_t *mat(ts_cpu *c, const ts_tensor *t) {
     if (t->dtype == TS_DTYPE_BF16 && !(c->disable & TS_OPT_ZERO_COPY)) return t->data; /* zero-copy */
     uint16_t *w = own(c, (size_t)t->numel * sizeof *w);
     if (!w) return NULL;
     if (t->dtype == TS_DTYPE_BF16) { /* the copying baseline phase 4 measures against */
-        memcpy(w, t->data, (size_t)t->numel * sizeof *w);
+        copy_job j = {w, t->data, (size_t)t->numel * sizeof *w};
+        ts_pool_run(c->pool, copy_part, &j);
         c->converted += (size_t)t->numel * sizeof *w;
         return w;
     }
