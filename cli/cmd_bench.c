@@ -94,7 +94,8 @@ int cmd_bench(int argc, char **argv) {
     ts_status s = ts_model_open(dir, &m, &err);
     if (s) return cli_fail("bench", s, &err);
     ts_cpu *cp;
-    ts_cpu_opts o = {.n_threads = (int)threads, .force_variant = -1, .disable = copy_weights ? TS_OPT_ZERO_COPY : 0};
+    ts_cpu_opts o = {.n_threads = (int)threads, .force_variant = -1, .disable = copy_weights ? TS_OPT_ZERO_COPY : 0,
+                     .release_source = 1};
     if ((s = ts_cpu_new(m, max_s, &o, &cp, &err))) {
         ts_model_close(m);
         return cli_fail("bench", s, &err);

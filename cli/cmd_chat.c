@@ -12,6 +12,7 @@
 #include "runtime/session.h"
 
 void cli_print_speed(const ts_gen_result *r);
+void cli_print_copied(const ts_session *s);
 
 static const char *k_usage = "tessera chat MODEL_DIR|DEPLOY_DIR [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
@@ -51,6 +52,7 @@ int cmd_chat(int argc, char **argv) {
     ts_status st = cli_resolve_deployment("chat", &o, &dep, &err);
     if (!st) st = ts_session_open(&o, 1, print_piece, NULL, &s, &err);
     if (st) return cli_fail("chat", st, &err);
+    cli_print_copied(s);
     if (tty)
         fprintf(stderr, "chat template: %s; one message per line, Ctrl-D to end\n",
                 ts_chat_family_name(ts_chat_template_family(ts_session_template(s))));

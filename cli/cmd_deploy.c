@@ -1,6 +1,6 @@
 /* tessera deploy MODEL [--phases 0-7] [--golden FILE] [--out DIR] [--threads N] [--force] [--json]
  *                [--trials N] [--prefill N] [--prefill-sizes LIST] [--decode-contexts LIST]
- *                [--decode-tokens N] [--inject-fault STEP[:nan][@LAYER]]
+ *                [--decode-tokens N] [--weights auto|mmap|copy] [--inject-fault STEP[:nan][@LAYER]]
  * Phases run in order, each closed by its gate: 0 oracle, 1 kernels, 2 blocks, 3 model,
  * 4 prefill trajectory + autotuning, 5 decode trajectory, 6 finalize, 7 evaluate (a fresh
  * `tessera eval` process). Each report goes to OUT/phaseN.json (default deployments/<model dir
@@ -28,7 +28,7 @@
 static const char *k_usage =
     "tessera deploy MODEL_DIR [--phases 0-7] [--golden GOLDEN_JSON] [--out DIR] [--threads N] [--force]\n"
     "                      [--json] [--trials N] [--prefill N] [--prefill-sizes 128,512]\n"
-    "                      [--decode-contexts 128,1024] [--decode-tokens N]\n"
+    "                      [--decode-contexts 128,1024] [--decode-tokens N] [--weights auto|mmap|copy]\n"
     "                      [--inject-fault STEP[:nan][@LAYER]]   (debug: corrupts one cpu step)";
 
 static void default_out(const char *model, char *buf, size_t len) {
@@ -158,6 +158,11 @@ int cmd_deploy(int argc, char **argv) {
             if (cli_parse_int(argv[++i], 1, 1 << 16, &v))
                 return cli_usage("deploy", k_usage, "--decode-tokens expects N >= 1");
             p5.decode_tokens = (int)v;
+        } else if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
+            const char *w = argv[++i];
+            if (strcmp(w, "auto") && strcmp(w, "mmap") && strcmp(w, "copy"))
+                return cli_usage("deploy", k_usage, "--weights expects auto, mmap or copy");
+            p4.weights = !strcmp(w, "auto") ? -1 : !strcmp(w, "copy");
         } else if (!strcmp(argv[i], "--prefill-sizes") && i + 1 < argc) {
             if (parse_sizes(argv[++i], &p4))
                 return cli_usage("deploy", k_usage, "--prefill-sizes expects up to 8 comma-separated lengths");

@@ -33,6 +33,12 @@ ts_status cli_resolve_deployment(const char *cmd, ts_session_opts *o, ts_deploym
     return TS_OK;
 }
 
+/* Said once at load when weights were copied (the placement costs memory and load time). */
+void cli_print_copied(const ts_session *s) {
+    size_t b = ts_session_copied_bytes(s);
+    if (b) fprintf(stderr, "weights: %.0f MB copied at load\n", (double)b / 1e6);
+}
+
 /* The summary line both run and chat print to stderr. */
 void cli_print_speed(const ts_gen_result *r) {
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s; generation: %d tokens, %.1f tok/s (stop: %s)\n",
@@ -68,6 +74,7 @@ int cmd_run(int argc, char **argv) {
     ts_deployment dep;
     ts_status st = cli_resolve_deployment("run", &o, &dep, &err);
     if (!st) st = ts_session_open(&o, chat, print_piece, NULL, &s, &err);
+    if (!st) cli_print_copied(s);
     ts_gen_result res;
     if (!st) st = chat ? ts_session_chat(s, prompt, &res, &err) : ts_session_complete(s, prompt, &res, &err);
     if (st) {

@@ -28,7 +28,7 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
     float *x = malloc(sizeof(float) * (size_t)S * ldx), *xp = malloc(sizeof(float) * (size_t)S * ldx);
     float *y = malloc(sizeof(float) * (size_t)S * ldy);
     float *ref = malloc(sizeof(float) * (size_t)S * (n1 - n0)), *got = malloc(sizeof(float) * (size_t)S * (n1 - n0));
-    float *row = malloc(sizeof(float) * (size_t)K);
+    float *row = malloc(sizeof(float) * TS_REF_ROW_SCRATCH(K));
     for (size_t i = 0; i < (size_t)S * ldx; i++) x[i] = xp[i] = NAN;
     for (int s = 0; s < S; s++) {
         for (int k = 0; k < K; k++) x[(size_t)s * ldx + k] = frand();

@@ -82,6 +82,25 @@ expect 0 "phase 3: PASS" -- "$BIN" deploy "$M" --phases 0-3 --out "$TMP/r" --thr
 expect 0 "phase 6: PASS" -- "$BIN" deploy "$M" --phases 4-7 --out "$TMP/r" "${SMALL[@]}"
 python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(not all(k in m['gates'] for k in ['phase0','phase3','phase4','phase6']))" \
     "$TMP/r/manifest.json" && ok || bad "resumed manifest lacks earlier or later phases"
+# The copy placement forced (the probe's pick on a tiny model is noise): every measurement from
+# phase 4's final row on, the manifest, phase 6's generation and phase 7 follow it.
+cp -r "$TMP/r" "$TMP/rc"
+expect 0 "weight placement: copy (chosen with --weights)" -- "$BIN" deploy "$M" --phases 4-7 --out "$TMP/rc" --weights copy "${SMALL[@]}"
+python3 - "$TMP/rc" <<'PY' && ok || bad "a --weights copy deployment does not carry the copy through phases 4-7"
+import json, sys
+d = sys.argv[1]
+m, p4, p5, p7 = (json.load(open(f"{d}/{n}.json")) for n in ("manifest", "phase4", "phase5", "phase7"))
+assert p4["placement"] == {"weights": "copy", "why": "chosen with --weights"}, p4["placement"]
+assert m["target"]["weights"] == "copy" and p5["weights"] == "copy", (m["target"]["weights"], p5["weights"])
+ZC = 8  # TS_OPT_ZERO_COPY: the copy
+assert p4["trajectory"][-1]["disabled_mask"] == ZC and "copied" in p4["trajectory"][-1]["step"], p4["trajectory"][-1]
+assert p5["trajectory"][-1]["disabled_mask"] == ZC and "copied" in p5["trajectory"][-1]["step"], p5["trajectory"][-1]
+assert all(r["weights_copied_bytes"] > 0 for r in p5["contexts"]), p5["contexts"]
+assert p7["verdict"] in ("PASS", "PASS-with-warnings"), p7["verdict"]
+assert any("byte-identical" in c["check"] and c["result"] == "OK" for c in p7["checks"]), p7["checks"]
+PY
+grep -q "Weight placement: \*\*copy\*\*" "$TMP/rc/report.md" && ok || bad "report.md does not state the copy placement"
+expect 64 "--weights expects auto, mmap or copy" -- "$BIN" deploy "$M" --weights disk
 
 # A hand-edited manifest with a malformed tile is refused by name.
 cp -r "$TMP/r" "$TMP/rbad"
@@ -95,6 +114,7 @@ import json, sys
 p = sys.argv[1]; m = json.load(open(p)); m["target"]["tiles"] = "defaults"; m["target"]["weights"] = "disk"; json.dump(m, open(p, "w"))
 PY
 expect 3 'target.weights: expected "mmap" or "copy"' -- "$BIN" run "$TMP/rbad" -p "x" -n 1
+expect 64 "--weights expects mmap or copy" -- "$BIN" run "$TMP/r" -p "x" --weights disk
 
 # tessera run DEPLOY_DIR: the deployed plan on a model with the real Qwen3 tokenizer.
 TOK="$SHARED/tokenizers/qwen3"
@@ -104,18 +124,17 @@ if [ -f "$TOK/tokenizer.json" ]; then
     "$BIN" run "$TMP/q" -p "Hello" -n 6 --temp 0 --threads 2 >"$TMP/direct" 2>/dev/null || bad "run MODEL_DIR"
     "$BIN" run "$TMP/qd" -p "Hello" -n 6 --temp 0 >"$TMP/viadeploy" 2>"$TMP/err" || bad "run DEPLOY_DIR: $(cat "$TMP/err")"
     cmp -s "$TMP/direct" "$TMP/viadeploy" && ok || bad "run DEPLOY_DIR differs from run MODEL_DIR (greedy)"
-    # Both weight placements read the same BF16 bits: the same greedy text, either way round
-    # from the deployment's choice.
-    for w in mmap copy; do
-        "$BIN" run "$TMP/qd" -p "Hello" -n 6 --temp 0 --weights $w >"$TMP/w-$w" 2>"$TMP/err" || bad "run --weights $w: $(cat "$TMP/err")"
-        cmp -s "$TMP/direct" "$TMP/w-$w" && ok || bad "run --weights $w differs from run MODEL_DIR (greedy)"
-    done
+    # Both weight placements read the same BF16 bits: the same greedy text, whichever the
+    # deployment chose or --weights says; stderr tells whether the weights were copied.
     cp -r "$TMP/qd" "$TMP/qdc"
     python3 -c "import json,sys; p=sys.argv[1]; m=json.load(open(p)); m['target']['weights']='copy'; json.dump(m, open(p,'w'))" \
         "$TMP/qdc/manifest.json"
-    "$BIN" run "$TMP/qdc" -p "Hello" -n 6 --temp 0 >"$TMP/w-manifest" 2>"$TMP/err" || bad "run of a copy deployment: $(cat "$TMP/err")"
-    cmp -s "$TMP/direct" "$TMP/w-manifest" && ok || bad "a deployment with target.weights copy differs (greedy)"
-    expect 64 "--weights expects mmap or copy" -- "$BIN" run "$TMP/qd" -p "x" --weights disk
+    for run in "qd --weights mmap:0" "qd --weights copy:1" "qdc:1" "qdc --weights mmap:0"; do
+        args=${run%:*} copied=${run##*:}
+        "$BIN" run "$TMP"/$args -p "Hello" -n 6 --temp 0 >"$TMP/w-out" 2>"$TMP/w-err" || bad "run $args: $(cat "$TMP/w-err")"
+        cmp -s "$TMP/direct" "$TMP/w-out" && ok || bad "run $args differs from run MODEL_DIR (greedy)"
+        [ "$(grep -c "MB copied at load" "$TMP/w-err")" = "$copied" ] && ok || bad "run $args: copied should be $copied: $(cat "$TMP/w-err")"
+    done
     grep -q "generation:" "$TMP/err" && ok || bad "run DEPLOY_DIR printed no speed line"
 fi
 

@@ -1,5 +1,5 @@
 /* The oracle's own kernels: the dot product's AVX2 twin is bit-identical to the plain C lanes
- * and accurate to double rounding; splitting matmuls over threads does not change a bit of
+ * and accurate to double rounding, and so is the two-column form the matmul uses; splitting matmuls over threads does not change a bit of
  * the logits; prefill with all logits equals token-by-token decode bit for bit (one code path
  * for both, the LM head batched per chunk or not), and so does a decode step of several
  * sessions at once. */
@@ -40,6 +40,20 @@ static void check_dot(void) {
             CHECK(memcmp(&g, &v, sizeof g) == 0, "n=%d: avx2 %.17g != generic %.17g", n, v, g);
         }
         CHECK(fabsl((long double)g - exact) <= 1e-14L * (mag + 1e-300L), "n=%d: %.17g vs exact %.17Lg", n, g, exact);
+        /* The matmul's two-column form: weight rows widened to double, one shared x. Each of its
+         * outputs must be the single dot's bits, whichever twin runs. */
+        float *c = malloc(sizeof(float) * (n + 1));
+        double *bd = malloc(sizeof(double) * (n + 1)), *cd = malloc(sizeof(double) * (n + 1));
+        for (int i = 0; i < n; i++) c[i] = frand(), bd[i] = b[i], cd[i] = c[i];
+        double want[2] = {g, ts_ref_dot_generic(a, c, n)}, got[3][2];
+        ts_ref_dot2_generic(a, bd, cd, n, got[0]);
+        ts_ref_dot2(a, bd, cd, n, got[1]);
+        if (avx2) ts_ref_dot2_avx2(a, bd, cd, n, got[2]);
+        for (int v = 0; v < (avx2 ? 3 : 2); v++)
+            for (int o = 0; o < 2; o++)
+                CHECK(memcmp(&got[v][o], &want[o], sizeof(double)) == 0, "n=%d: dot2 variant %d column %d: %.17g != %.17g",
+                      n, v, o, got[v][o], want[o]);
+        free(c), free(bd), free(cd);
         free(a), free(b);
     }
     if (!avx2) printf("AVX2+FMA not available: only the generic dot was checked\n");

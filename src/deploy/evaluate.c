@@ -111,8 +111,16 @@ static void recorded_gates(checks *k, const json_t *man) {
     else note(k, 0, "%d recorded phase gates read", n);
 }
 
-/* Greedy generation twice from fresh sessions must give the same ids. */
-static void determinism(checks *k, const ts_model *m, int threads, uint64_t seed) {
+/* Greedy generation twice from fresh sessions of the deployed plan (its tiles and weight
+ * placement) must give the same ids. */
+static void determinism(checks *k, const ts_model *m, const json_t *man, int threads, uint64_t seed) {
+    const json_t *target = json_object_get(man, "target");
+    int copy;
+    ts_error pe;
+    if (ts_placement_parse(json_object_get(target, "weights"), "manifest.json: target.weights", &copy, &pe)) {
+        note(k, 2, "%s", pe.msg);
+        return;
+    }
     enum { P = 8, G = 32 };
     const ts_config *c = ts_model_config(m);
     int32_t runs[2][P + G];
@@ -120,8 +128,10 @@ static void determinism(checks *k, const ts_model *m, int threads, uint64_t seed
     float *lg = malloc(sizeof(float) * (size_t)c->n_vocab);
     for (int r = 0; r < 2 && lg; r++) {
         ts_cpu *cp;
-        ts_cpu_opts o = {.n_threads = threads, .force_variant = -1};
-        if (ts_cpu_new(m, P + G, &o, &cp, &e)) {
+        ts_cpu_opts o = {.n_threads = threads, .force_variant = -1, .disable = ts_placement_mask(copy)};
+        if (ts_cpu_new(m, P + G, &o, &cp, &e) ||
+            (json_is_array(json_object_get(target, "tiles")) && ts_perf_apply_tiles(cp, json_object_get(target, "tiles"), &e))) {
+            ts_cpu_free(cp);
             note(k, 2, "%s", e.msg);
             free(lg);
             return;
@@ -238,7 +248,7 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
             else note(&k, 2, "phase %d could not run: %s", p + 1, e.msg);
             json_decref(rep);
         }
-        determinism(&k, m, o->threads, o->seed);
+        determinism(&k, m, man, o->threads, o->seed);
         if (json_is_object(json_object_get(man, "performance"))) remeasure(&k, m, man, o->threads);
     }
     if (!json_is_object(json_object_get(man, "performance")))

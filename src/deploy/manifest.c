@@ -105,6 +105,11 @@ static json_t *thresholds_json(void) {
 }
 
 static double num(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
+/* A string field of a report (possibly read back from disk), "" when absent or not a string. */
+static const char *str(const json_t *o, const char *k) {
+    const char *v = json_string_value(json_object_get(o, k));
+    return v ? v : "";
+}
 
 static void profile_md(FILE *f, const char *title, const json_t *prof) {
     if (!json_array_size(prof)) return;
@@ -141,13 +146,12 @@ static void perf_md(FILE *f, const json_t *p4, const json_t *p5) {
         fprintf(f, "\nWeight placement: **%s**. Decode probe (median of %lld rounds of %lld tokens): %.2f tok/s from the "
                    "mmap, %.2f tok/s copied to huge pages, the copy faster in %lld rounds, median ratio %.3f, %.0f ms "
                    "more to load. Rule: %s.\n",
-                json_string_value(json_object_get(pl, "weights")), (long long)json_integer_value(json_object_get(pl, "rounds")),
+                str(pl, "weights"), (long long)json_integer_value(json_object_get(pl, "rounds")),
                 (long long)json_integer_value(json_object_get(pl, "tokens_per_round")), num(pl, "mmap_decode_tok_s"),
                 num(pl, "copy_decode_tok_s"), (long long)json_integer_value(json_object_get(pl, "copy_faster_rounds")),
-                num(pl, "median_ratio"), num(pl, "copy_extra_load_ms"), json_string_value(json_object_get(pl, "rule")));
+                num(pl, "median_ratio"), num(pl, "copy_extra_load_ms"), str(pl, "rule"));
     else if (pl)
-        fprintf(f, "\nWeight placement: **%s** (%s).\n", json_string_value(json_object_get(pl, "weights")),
-                json_string_value(json_object_get(pl, "why")) ? json_string_value(json_object_get(pl, "why")) : "");
+        fprintf(f, "\nWeight placement: **%s** (%s).\n", str(pl, "weights"), str(pl, "why"));
     if (p4) {
         trajectory_md(f, p4, "prefill_tok_s", "Prefill");
         fprintf(f, "\nTime to first token of the final plan:\n\n| prompt tokens | cold ms | TTFT ms (mean +- sd) | "

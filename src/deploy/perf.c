@@ -64,6 +64,7 @@ void ts_perf_defaults(ts_perf_opts *o, int phase) {
      * kept the 1.7B deployments over their 15-minute goal; docs/deploy.md compares the
      * trials' spread with both. */
     o->decode_tokens = 8;
+    o->weights = -1;
     o->n_sizes = 2;
     o->sizes[0] = 128;
     o->sizes[1] = phase == 4 ? 512 : 1024;
@@ -282,7 +283,13 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     /* The weight placement of the final plan: everything after this measures that plan. */
     json_t *placement = NULL;
     int copy = 0;
-    if (!s) s = ts_placement_probe(m, o->threads, o->fault, tiles, out, &placement, &copy, err);
+    if (!s && o->weights < 0) s = ts_placement_probe(m, o->threads, o->fault, tiles, out, &placement, &copy, err);
+    else if (!s) {
+        copy = o->weights && ts_placement_copy_fits(m);
+        const char *why = copy == o->weights ? "chosen with --weights" : "--weights copy, but a copy exceeds 70% of RAM";
+        placement = json_pack("{s:s, s:s}", "weights", copy ? "copy" : "mmap", "why", why);
+        if (out) fprintf(out, "  weight placement: %s (%s)\n", copy ? "copy" : "mmap", why);
+    }
     unsigned place = ts_placement_mask(copy);
     co.disable = place;
     if (!s && out)
@@ -319,7 +326,11 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
         float *la = malloc(sizeof(float) * 64 * (size_t)V), *lb = malloc(sizeof(float) * 64 * (size_t)V);
         int32_t toks[64];
         if (!la || !lb) s = ts_fail(err, TS_ERR_NOMEM, "phase 4: out of memory");
-        if (!s) s = ts_cpu_new(m, 64, &co, &ref, err);
+        /* The default plan reads the mmap whatever the placement (the same bits either way):
+         * a second copy beside the tuned session's would need three times the weights. */
+        ts_cpu_opts co_ref = co;
+        co_ref.disable = 0;
+        if (!s) s = ts_cpu_new(m, 64, &co_ref, &ref, err);
         if (!s) s = ts_cpu_new(m, 64, &co, &tuned, err);
         if (!s) s = ts_perf_apply_tiles(tuned, tiles, err);
         for (int k = 0; k < 6 && !s; k++) {
@@ -433,6 +444,10 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
                 o->trials, tiles ? "" : " (no phase-4 report: default tiles)");
     if (phase4) s = ts_placement_parse(json_object_get(json_object_get(phase4, "placement"), "weights"),
                                        "phase4.json: placement.weights", &copy, err);
+    if (!s && copy && !ts_placement_copy_fits(m)) { /* phase 4 ran with more memory free */
+        copy = 0;
+        if (out) fprintf(out, "  phase 4 chose copied weights, but a copy no longer fits in 70%% of RAM: the mmap\n");
+    }
     if (!s) s = trajectory(m, o, 5, tiles, copy, C0, rows, &base_prof, &final_prof, &fin, err);
     /* Peaks of this machine now, for the bandwidth fraction. */
     ts_peaks pk = {0};

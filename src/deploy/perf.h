@@ -22,6 +22,7 @@ typedef struct ts_perf_opts {
     int sizes[TS_PERF_MAX_SIZES];       /* phase 4: TTFT prompt lengths; phase 5: decode contexts */
     int n_sizes;
     int decode_tokens;                  /* tokens per decode trial */
+    int weights;                        /* phase 4's placement: -1 probe, 0 mmap, 1 copy (--weights) */
     const ts_cpu_fault *fault;
 } ts_perf_opts;
 

@@ -40,7 +40,7 @@ static ts_status kernel_case(const ts_tensor *W, int S, int N, int K, ts_metrics
     size_t nx = (size_t)S * K;
     float *x = malloc(sizeof(float) * nx), *xp = malloc(sizeof(float) * nx);
     float *y = malloc(sizeof(float) * (size_t)S * N), *ref = malloc(sizeof(float) * (size_t)S * (n1 - n0));
-    float *got = malloc(sizeof(float) * (size_t)S * (n1 - n0)), *row = malloc(sizeof(float) * (size_t)K);
+    float *got = malloc(sizeof(float) * (size_t)S * (n1 - n0)), *row = malloc(sizeof(float) * TS_REF_ROW_SCRATCH(K));
     uint16_t *wb = NULL;
     const uint16_t *w = W->data;
     ts_status s = TS_OK;

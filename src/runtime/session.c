@@ -221,11 +221,11 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
         const ts_config *cf = ts_model_config(s->m);
         if (s->o.n_ctx <= 0) s->o.n_ctx = cf->max_pos > 0 && cf->max_pos < 4096 ? cf->max_pos : 4096;
         ts_cpu_opts co = {.n_threads = o->n_threads, .force_variant = -1,
-                          .disable = o->copy_weights > 0 ? TS_OPT_ZERO_COPY : 0};
+                          .disable = o->copy_weights > 0 ? TS_OPT_ZERO_COPY : 0, .release_source = 1};
         st = ts_cpu_new(s->m, s->o.n_ctx, &co, &s->cpu, err);
         if (!st && o->n_tiles) st = ts_cpu_tiles_set(s->cpu, o->tiles, o->n_tiles, err);
-        /* The session holds its own copy of every weight now: the mapped pages it read them
-         * from would only double the resident set. */
+        /* The session holds its own copy of every weight now (each tensor's mapped pages went
+         * as it was copied): the pages shared between tensors go too. */
         if (!st && o->copy_weights > 0)
             for (int i = 0; i < s->m->store.n_maps; i++) ts_mmap_release(&s->m->store.maps[i]);
     }
@@ -264,6 +264,7 @@ void ts_session_close(ts_session *s) {
     free(s);
 }
 
+size_t ts_session_copied_bytes(const ts_session *s) { return ts_cpu_converted_bytes(s->cpu); }
 const ts_tok *ts_session_tok(const ts_session *s) { return s->tok; }
 const ts_chat_template *ts_session_template(const ts_session *s) { return s->tmpl; }
 int ts_session_reused(const ts_session *s) { return s->reused; }

@@ -44,6 +44,8 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
 void ts_session_close(ts_session *s);
 
 const ts_tok *ts_session_tok(const ts_session *s);
+/* Bytes of weights the session copied at load (--weights copy, or non-BF16 checkpoints). */
+size_t ts_session_copied_bytes(const ts_session *s);
 const ts_chat_template *ts_session_template(const ts_session *s);
 
 /* Generates a continuation of raw text (BOS added when the tokenizer has one), from an empty

@@ -4,6 +4,7 @@
  * [final_norm -> lm_head] on the rows that need logits. */
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -50,10 +51,20 @@ typedef struct copy_job {
 
 static void copy_part(void *ctx, int ith, int nth) {
     const copy_job *j = ctx;
-    size_t per = (j->n / (size_t)nth + 63) & ~(size_t)63, a = per * (size_t)ith;
+    size_t per = ((j->n + (size_t)nth - 1) / (size_t)nth + 63) & ~(size_t)63, a = per * (size_t)ith;
     if (a >= j->n) return;
     size_t b = a + per < j->n ? a + per : j->n;
     memcpy((char *)j->dst + a, (const char *)j->src + a, b - a);
+}
+
+/* The whole pages inside [p, p + n) leave this process's mappings (the page cache keeps
+ * them): copying one tensor at a time, the resident set then never holds the mapped model and
+ * the copy at once. Pages shared with a neighbouring tensor stay until the caller releases the
+ * whole map. */
+static void release_pages(const void *p, size_t n) {
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) & ~(pg - 1),
+              b = ((uintptr_t)p + n) & ~(pg - 1);
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
 static const uint16_t *mat(ts_cpu *c, const ts_tensor *t) {
@@ -63,6 +74,7 @@ static const uint16_t *mat(ts_cpu *c, const ts_tensor *t) {
     if (t->dtype == TS_DTYPE_BF16) { /* the copying baseline phase 4 measures against */
         copy_job j = {w, t->data, (size_t)t->numel * sizeof *w};
         ts_pool_run(c->pool, copy_part, &j);
+        if (c->release_source) release_pages(t->data, j.n);
         c->converted += (size_t)t->numel * sizeof *w;
         return w;
     }
@@ -141,6 +153,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->chunk = max_seq < CPU_CHUNK ? max_seq : CPU_CHUNK;
     c->nth = nth;
     c->disable = o ? o->disable & TS_OPT_ALL : 0;
+    c->release_source = o && o->release_source && (c->disable & TS_OPT_ZERO_COPY);
     if (o && o->fault) c->has_fault = 1, c->fault = *o->fault;
     ts_status s = ts_pool_new(nth, &c->pool, err);
     if (s) {

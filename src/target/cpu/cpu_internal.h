@@ -48,6 +48,7 @@ struct ts_cpu {
     float *lg_out;
     float *lg_all;      /* (chunk, n_vocab) when the last-token LM head is switched off */
     unsigned disable;   /* TS_OPT_* turned off */
+    int release_source; /* ts_cpu_opts.release_source */
     int has_fault;
     ts_cpu_fault fault;
     int st_first, st_last; /* stages of the region being run (cpu_steps.c) */

@@ -27,6 +27,9 @@ typedef struct ts_cpu_opts {
     int n_threads;          /* 0: all online cores */
     int force_variant;      /* -1: best the CPU supports; else a ts_cpu_variant (tests) */
     unsigned disable;       /* TS_OPT_* optimizations turned off (phases 4-5); 0: full plan */
+    int release_source;     /* with TS_OPT_ZERO_COPY off: drop each tensor's mapped pages once it
+                             * is copied (a process whose only reader of the weights is this
+                             * session: run, chat, bench) */
     const ts_cpu_fault *fault; /* NULL: none */
 } ts_cpu_opts;
 

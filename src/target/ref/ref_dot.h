@@ -27,8 +27,38 @@ static inline double ts_ref_dot_lanes(const float *a, const float *b, int n) {
     return ((t[0] + t[1]) + (t[2] + t[3])) + tail;
 }
 
-/* This source, and its AVX2 twin; ts_ref_dot picks one from CPUID. */
+/* Two dots sharing one activation row x, against two weight rows already widened to double
+ * (r0, r1): out[k] is bit for bit ts_ref_dot_lanes(x, (float) rk, n), since widening a float
+ * is exact. Why: widening each weight once per matmul column instead of once per activation
+ * row, and widening x once for both columns, was the oracle's cost. */
+static inline void ts_ref_dot2_lanes(const float *x, const double *r0, const double *r1, int n, double out[2]) {
+    ts_ref_v4d s[2][4] = {{{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}},
+                          {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 0}}};
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 4; j++) {
+            ts_ref_v4f xv;
+            ts_ref_v4d a, b;
+            memcpy(&xv, x + i + 4 * j, sizeof xv);
+            memcpy(&a, r0 + i + 4 * j, sizeof a);
+            memcpy(&b, r1 + i + 4 * j, sizeof b);
+            ts_ref_v4d xd = __builtin_convertvector(xv, ts_ref_v4d);
+            s[0][j] += xd * a;
+            s[1][j] += xd * b;
+        }
+    double tail[2] = {0, 0};
+    for (; i < n; i++) tail[0] += (double)x[i] * r0[i], tail[1] += (double)x[i] * r1[i];
+    for (int k = 0; k < 2; k++) {
+        ts_ref_v4d t = (s[k][0] + s[k][1]) + (s[k][2] + s[k][3]);
+        out[k] = ((t[0] + t[1]) + (t[2] + t[3])) + tail[k];
+    }
+}
+
+/* This source, and its AVX2 twins; ts_ref_dot and ts_ref_dot2 pick one from CPUID. */
 double ts_ref_dot_generic(const float *a, const float *b, int n);
 double ts_ref_dot_avx2(const float *a, const float *b, int n);
+void ts_ref_dot2_generic(const float *x, const double *r0, const double *r1, int n, double out[2]);
+void ts_ref_dot2_avx2(const float *x, const double *r0, const double *r1, int n, double out[2]);
+void ts_ref_dot2(const float *x, const double *r0, const double *r1, int n, double out[2]);
 
 #endif

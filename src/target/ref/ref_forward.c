@@ -39,7 +39,8 @@ typedef struct mm_job {
 static void mm_part(void *ctx, int ith, int nth) {
     const mm_job *j = ctx;
     int n0 = (int)((long)j->N * ith / nth), n1 = (int)((long)j->N * (ith + 1) / nth);
-    ts_ref_matmul_cols(j->out, j->x, j->W, j->b, j->S, j->N, j->K, n0, n1, j->r->rows + (size_t)ith * j->r->row_len);
+    ts_ref_matmul_cols(j->out, j->x, j->W, j->b, j->S, j->N, j->K, n0, n1,
+                       j->r->rows + (size_t)ith * TS_REF_ROW_SCRATCH(j->r->row_len));
 }
 
 static void mm(ts_ref *r, float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N, int K,
@@ -57,7 +58,7 @@ static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ?
 /* Row scratch for n threads. */
 static int rows_alloc(ts_ref *r, int n) {
     free(r->rows);
-    r->rows = malloc(sizeof(float) * r->row_len * (size_t)n);
+    r->rows = malloc(sizeof(float) * TS_REF_ROW_SCRATCH(r->row_len) * (size_t)n);
     return r->rows != NULL;
 }
 
@@ -200,7 +201,7 @@ static float *scratch_new(const ts_ref *r, int CH, int n_scores, scratch *w) {
     int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
     size_t sh = (size_t)CH * H;
     float *buf = malloc(sizeof(float) * (4 * sh + 2 * (size_t)CH * Q + 2 * (size_t)CH * KV +
-                                         2 * (size_t)CH * F + (size_t)max3(H, Q, F) + (size_t)n_scores));
+                                         2 * (size_t)CH * F + TS_REF_ROW_SCRATCH(max3(H, Q, F)) + (size_t)n_scores));
     if (!buf) return NULL;
     float *p = buf;
     w->x = p, p += sh;
@@ -212,7 +213,7 @@ static float *scratch_new(const ts_ref *r, int CH, int n_scores, scratch *w) {
     w->v = p, p += (size_t)CH * KV;
     w->g = p, p += (size_t)CH * F;
     w->u = p, p += (size_t)CH * F;
-    w->row = p, p += max3(H, Q, F);
+    w->row = p, p += TS_REF_ROW_SCRATCH(max3(H, Q, F));
     w->scores = p;
     return buf;
 }

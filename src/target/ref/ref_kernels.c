@@ -3,6 +3,7 @@
 #include "target/ref/ref_kernels.h"
 
 #include <math.h>
+#include <stdint.h>
 
 #include "target/ref/ref_dot.h"
 
@@ -26,14 +27,58 @@ double ts_ref_dot(const float *a, const float *b, int n) {
     return ts_ref_dot_generic(a, b, n);
 }
 
+void ts_ref_dot2_generic(const float *x, const double *r0, const double *r1, int n, double out[2]) {
+    ts_ref_dot2_lanes(x, r0, r1, n, out);
+}
+
+void ts_ref_dot2(const float *x, const double *r0, const double *r1, int n, double out[2]) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        ts_ref_dot2_avx2(x, r0, r1, n, out);
+        return;
+    }
+#endif
+    ts_ref_dot2_generic(x, r0, r1, n, out);
+}
+
+/* Weight row n of W widened to double (through f, K floats). */
+static void row_to_double(const ts_tensor *W, int n, int K, float *f, double *d) {
+    ts_dtype_to_f32(W->dtype, W->data, (size_t)n * (size_t)K, (size_t)K, f);
+    for (int i = 0; i < K; i++) d[i] = f[i];
+}
+
+/* Two output columns at a time: their weight rows widened to double once, then every
+ * activation row dotted with both. Each output is still one ts_ref_dot_lanes sum, so the
+ * pairing (and so the split of columns between threads) does not change any bit. Widening
+ * costs a pass over the row, so it pays only with many activation rows: below
+ * TS_REF_PAIR_MIN_ROWS the row is converted to float and dotted one column at a time
+ * (qwen3-1.7b, 2 threads: 1-16 tokens 2-45% faster that way, 64 tokens 15% slower). */
 void ts_ref_matmul_cols(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
                         int K, int n0, int n1, float *row) {
-    for (int n = n0; n < n1; n++) {
-        ts_dtype_to_f32(W->dtype, W->data, (size_t)n * (size_t)K, (size_t)K, row);
-        float bias = 0;
-        if (b) ts_dtype_to_f32(b->dtype, b->data, (size_t)n, 1, &bias);
-        for (int s = 0; s < S; s++)
-            out[(size_t)s * N + n] = (float)ts_ref_dot(x + (size_t)s * K, row, K) + bias;
+    if (S < TS_REF_PAIR_MIN_ROWS) {
+        for (int n = n0; n < n1; n++) {
+            ts_dtype_to_f32(W->dtype, W->data, (size_t)n * (size_t)K, (size_t)K, row);
+            float bias = 0;
+            if (b) ts_dtype_to_f32(b->dtype, b->data, (size_t)n, 1, &bias);
+            for (int s = 0; s < S; s++)
+                out[(size_t)s * N + n] = (float)ts_ref_dot(x + (size_t)s * K, row, K) + bias;
+        }
+        return;
+    }
+    double *d0 = (double *)(((uintptr_t)row + 7) & ~(uintptr_t)7), *d1 = d0 + K;
+    float *f = (float *)(d1 + K);
+    for (int n = n0; n < n1; n += 2) {
+        int two = n + 1 < n1;
+        row_to_double(W, n, K, f, d0);
+        if (two) row_to_double(W, n + 1, K, f, d1);
+        float bias[2] = {0, 0};
+        if (b) ts_dtype_to_f32(b->dtype, b->data, (size_t)n, two ? 2 : 1, bias);
+        for (int s = 0; s < S; s++) {
+            double o[2];
+            ts_ref_dot2(x + (size_t)s * K, d0, two ? d1 : d0, K, o);
+            out[(size_t)s * N + n] = (float)o[0] + bias[0];
+            if (two) out[(size_t)s * N + n + 1] = (float)o[1] + bias[1];
+        }
     }
 }
 

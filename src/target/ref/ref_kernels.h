@@ -11,8 +11,14 @@ void ts_ref_rmsnorm(float *out, const float *x, const ts_tensor *w, int n, doubl
 /* Dot product with double accumulation (ref_dot.h: fixed lanes, same result on every ISA). */
 double ts_ref_dot(const float *a, const float *b, int n);
 
+/* Scratch floats ts_ref_matmul needs for a K-long row: two weight rows widened to double,
+ * one row as float, and room to align the doubles. */
+#define TS_REF_ROW_SCRATCH(K) (5 * (size_t)(K) + 2)
+/* Activation rows from which ts_ref_matmul_cols pairs columns over double-widened rows. */
+#define TS_REF_PAIR_MIN_ROWS 32
+
 /* out (S, N) = x (S, K) @ W^T + b; W is (N, K) of any dtype, b (N) or NULL.
- * row: scratch of K floats. */
+ * row: scratch of TS_REF_ROW_SCRATCH(K) floats. */
 void ts_ref_matmul(float *out, const float *x, const ts_tensor *W, const ts_tensor *b, int S, int N,
                    int K, float *row);
 /* The same for output columns [n0, n1) only (one thread's share). */
