@@ -77,7 +77,13 @@ static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
     ts_metrics_compute(lc, lr, NTOK, V, &ml);
     printf("    hidden: worst cosine %.7f, worst per-position %.7f; logits rel_l2 %.2e cosine %.7f\n",
            worst_cos, worst_row, ml.rel_l2, ml.cosine);
-    CHECK(ml.nonfinite == 0 && ml.rel_l2 < 1e-2, "%s logits rel_l2 %.3e", name, ml.rel_l2);
+    /* These tiny random models have nearly flat logits (few decisive positions), so rel_l2
+     * is large even with FP32 activations (up to 7.6e-3 measured, llama_untied_sharded). The
+     * avx512bf16 prefill also rounds every GEMM input to BF16 (2^-9 relative): 9.6e-3 on the
+     * same model on an Intel AVX-512 BF16 core, whose vdpbf16ps rounding may differ from AMD's. */
+    double logit_bound = v == TS_CPU_AVX512BF16 ? 2e-2 : 1e-2;
+    CHECK(ml.nonfinite == 0 && ml.rel_l2 < logit_bound, "%s logits rel_l2 %.3e (bound %g)", name, ml.rel_l2,
+          logit_bound);
     phase3_logits(name, lc, lr, NTOK, V);
 
     /* Greedy lockstep: each side continues its own greedy text; at the first divergence each
@@ -121,8 +127,17 @@ static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
                 for (int k = 0; k < V; k++) worst = fmax(worst, fabs(step[k] - lc[(size_t)i * V + k]));
             }
             /* Decode uses the row-streaming GEMV (another summation order), so equal to
-             * rounding, not bit for bit. */
-            CHECK(worst <= 1e-5, "%s: decode (3 threads) differs from prefill by %.3e", name, worst);
+             * rounding, not bit for bit. With BF16 activations in prefill (avx512bf16) the two
+             * differ by the prefill's own rounding: decode (FP32-accurate x) may be no farther
+             * from the prefill than twice the prefill's distance from the oracle. */
+            double bound = 1e-5;
+            if (v == TS_CPU_AVX512BF16) {
+                double own = 0;
+                for (size_t k = 0; k < nl; k++) own = fmax(own, fabs(lc[k] - lr[k]));
+                bound = fmax(bound, 2 * own);
+            }
+            CHECK(worst <= bound, "%s: decode (3 threads) differs from prefill by %.3e (bound %.3e)", name, worst,
+                  bound);
             /* A prompt split over two prefill calls (the second starts at position 17, so the
              * attention tiles start mid-cache) equals the single prefill. */
             ts_cpu_reset(c3);
@@ -132,7 +147,7 @@ static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
                   "%s", err.msg);
             double w2 = 0;
             for (size_t k = 0; k < nl; k++) w2 = fmax(w2, fabs(two[k] - lc[k]));
-            CHECK(w2 <= 1e-5, "%s: prefill in two calls differs from one by %.3e", name, w2);
+            CHECK(w2 <= bound, "%s: prefill in two calls differs from one by %.3e (bound %.3e)", name, w2, bound);
             free(two);
         }
         ts_cpu_free(c1);

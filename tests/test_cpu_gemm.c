@@ -21,6 +21,7 @@ static float frand(void) {
 
 static uint16_t *g_w;
 static size_t g_w_len;
+static int g_nr; /* nonzero: W rows per decode tile instead of the default (the autotuner's candidates) */
 
 /* Checks y[:, n0:n1] = x @ W^T for one (S, N, K) with the given variant. */
 static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K, int n0, int n1) {
@@ -30,8 +31,14 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
     float *ref = malloc(sizeof(float) * (size_t)S * (n1 - n0)), *got = malloc(sizeof(float) * (size_t)S * (n1 - n0));
     float *row = malloc(sizeof(float) * TS_REF_ROW_SCRATCH(K));
     for (size_t i = 0; i < (size_t)S * ldx; i++) x[i] = xp[i] = NAN;
+    /* The avx512bf16 prefill kernel rounds x to BF16 (by design, gemm_avx512.c); given
+     * BF16-exact x it must match the oracle to FP32 rounding like every other kernel. */
+    int bf16_x = v == TS_CPU_AVX512BF16 && S >= 2;
     for (int s = 0; s < S; s++) {
-        for (int k = 0; k < K; k++) x[(size_t)s * ldx + k] = frand();
+        for (int k = 0; k < K; k++) {
+            float f = frand();
+            x[(size_t)s * ldx + k] = bf16_x ? ts_bf16_to_f32(ts_f32_to_bf16(f)) : f;
+        }
         ts_cpu_pack_row(xp + (size_t)s * ldx, x + (size_t)s * ldx, K);
     }
     for (size_t i = 0; i < (size_t)S * ldy; i++) y[i] = NAN;
@@ -43,6 +50,7 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
     for (int s = 0; s < S; s++) memcpy(xd + (size_t)s * K, x + (size_t)s * ldx, sizeof(float) * K);
     ts_ref_matmul(ref, xd, &W, NULL, S, n1 - n0, K, row);
     ts_gemm_tile t = ts_cpu_gemm_default_tile(S, N, K);
+    if (g_nr) t.nr = g_nr;
     ts_cpu_gemm_for(v)(y, ldy, xp, ldx, g_w, K, S, n0, n1, t);
     int outside_written = 0;
     for (int s = 0; s < S; s++)
@@ -129,6 +137,16 @@ static void check_model(ts_cpu_variant v, const char *preset) {
         check_shape(v, "down_proj", S, K, N, K - w, K);
     }
     check_splits(v, 160, c.n_embd);
+    /* the autotuner's other decode tiles, 2 and 4 W rows at a time (odd N: every remainder) */
+    for (g_nr = 2; g_nr <= 4; g_nr += 2) check_shape(v, g_nr == 2 ? "decode tile nr=2" : "decode tile nr=4", 1, KV + 3, H, 0, KV + 3);
+    g_nr = 0;
+}
+
+/* K not a multiple of 32 or of a K block: the vector kernels' 16-position tails. */
+static void check_tails(ts_cpu_variant v) {
+    static const int ks[] = {16, 80, 272, 528};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++)
+        for (int S = 1; S <= 64; S = S * 4 + 1) check_shape(v, "K tail", S, 70, ks[i], 0, 70);
 }
 
 int main(void) {
@@ -149,6 +167,7 @@ int main(void) {
             printf("variant %s: not supported by this CPU, skipped\n", ts_cpu_variant_name((ts_cpu_variant)v));
             continue;
         }
+        check_tails((ts_cpu_variant)v);
         for (int i = 0; ts_synth_preset_name(i); i++)
             if (!strstr(ts_synth_preset_name(i), "-tiny")) check_model((ts_cpu_variant)v, ts_synth_preset_name(i));
     }

@@ -2,6 +2,7 @@
  * instructions fault even though CPUID lists them. */
 #include "target/cpu/cpu_features.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -58,13 +59,23 @@ int ts_cpu_variant_supported(ts_cpu_variant v) {
     switch (v) {
     case TS_CPU_SCALAR: return 1;
     case TS_CPU_AVX2: return f->avx2 && f->fma;
-    case TS_CPU_AVX512BF16: return 0; /* not implemented yet: no machine here can run it */
+    case TS_CPU_AVX512BF16: return f->avx512f && f->avx512bw && f->avx512vl && f->avx512bf16 && f->avx2 && f->fma;
     default: return 0;
     }
 }
 
+/* TESSERA_CPU_VARIANT=scalar|avx2+fma|avx512bf16 caps the choice (side-by-side measurements
+ * of the variants on one machine); a name this CPU cannot run, or an unknown one, is ignored. */
+static int variant_cap(void) {
+    const char *e = getenv("TESSERA_CPU_VARIANT");
+    if (!e) return TS_CPU_VARIANT_COUNT - 1;
+    for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++)
+        if (!strcmp(e, ts_cpu_variant_name((ts_cpu_variant)v))) return v;
+    return TS_CPU_VARIANT_COUNT - 1;
+}
+
 ts_cpu_variant ts_cpu_best_variant(void) {
-    for (int v = TS_CPU_VARIANT_COUNT - 1; v > 0; v--)
+    for (int v = variant_cap(); v > 0; v--)
         if (ts_cpu_variant_supported((ts_cpu_variant)v)) return (ts_cpu_variant)v;
     return TS_CPU_SCALAR;
 }

@@ -41,6 +41,7 @@ void ts_cpu_gemm_bf16_scalar(float *y, int ldy, const float *xp, int ldx, const 
 }
 
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v) {
+    if (v >= TS_CPU_AVX512BF16) return ts_cpu_gemm_bf16_avx512;
     return v >= TS_CPU_AVX2 ? ts_cpu_gemm_bf16_avx2 : ts_cpu_gemm_bf16_scalar;
 }
 

@@ -32,6 +32,9 @@ void ts_cpu_gemm_bf16_scalar(float *y, int ldy, const float *xp, int ldx, const 
                              int S, int n0, int n1, ts_gemm_tile tile);
 void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
                            int S, int n0, int n1, ts_gemm_tile tile);
+/* vdpbf16ps: S == 1 uses tile.nr W rows at a time (1, 2 or 4); S >= 2 ignores the tile. */
+void ts_cpu_gemm_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+                             int S, int n0, int n1, ts_gemm_tile tile);
 
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v);
 /* A default tile for (S, N, K) before any autotuning. */

@@ -27,7 +27,9 @@ static double fma_scalar(long iters) {
 static void fma_job(void *p, int ith, int nth) {
     probe_ctx *c = p;
     (void)nth;
-    c->flops[ith] = c->v >= TS_CPU_AVX2 ? ts_probe_fma_avx2(c->iters) : fma_scalar(c->iters);
+    c->flops[ith] = c->v >= TS_CPU_AVX512BF16 ? ts_probe_dpbf16_avx512(c->iters)
+                    : c->v >= TS_CPU_AVX2      ? ts_probe_fma_avx2(c->iters)
+                                               : fma_scalar(c->iters);
 }
 
 static void read_job(void *p, int ith, int nth) {
@@ -46,7 +48,9 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
     probe_ctx *c = calloc(1, sizeof *c);
     int nth = ts_pool_size(pool);
     out->flops_gflops = out->read_gbs = 0;
-    out->flops_instr = v >= TS_CPU_AVX2 ? "vfmadd231ps ymm (FP32 FMA)" : "scalar FP32 multiply-add";
+    out->flops_instr = v >= TS_CPU_AVX512BF16 ? "vdpbf16ps zmm (BF16 pairs, FP32 accumulate)"
+                       : v >= TS_CPU_AVX2     ? "vfmadd231ps ymm (FP32 FMA)"
+                                              : "scalar FP32 multiply-add";
     if (!c) return;
     c->v = v;
     c->iters = v >= TS_CPU_AVX2 ? 20000000 : 4000000;

@@ -1,0 +1,319 @@
+/* AVX-512 BF16 GEMM on BF16 weights: vdpbf16ps multiplies BF16 pairs and accumulates in FP32,
+ * so the weights need no conversion at all. Compiled with -mavx512f/bw/vl/bf16 (CMakeLists.txt)
+ * and called only when CPUID and XCR0 report them.
+ *
+ * The activations arrive packed for the AVX2 kernel (FP32, 16-blocks of 8 even then 8 odd
+ * elements) and are rounded here to BF16 in natural order, so that a 32-bit lane holds the
+ * pair (2i, 2i+1) exactly as a weight row does:
+ * - decode (S == 1) is bound by reading W, not by arithmetic, so x is split into a BF16 high
+ *   part and a BF16 remainder and each W chunk is multiplied with both: x keeps ~16 mantissa
+ *   bits, as accurate as the FP32 kernels, for one extra vdpbf16ps per 32 weights.
+ * - prefill (S >= 2) is bound by vdpbf16ps throughput, so x is rounded once to BF16 (8
+ *   mantissa bits, the precision llama.cpp's BF16 path also uses); phase 1-3 gates measure it.
+ *
+ * Prefill packs a panel of 64 W rows by KB positions into an L1-resident buffer where each
+ * 32-bit pair position holds the 64 rows' pairs contiguously (a 16 x 16 dword transpose per
+ * block; no conversion), then a 6 x 64 register tile (24 accumulators) broadcasts one x pair
+ * per row against four panel vectors. As in the AVX2 kernel each output is the same
+ * computation whatever tile, thread split or S it falls in: per K block a running sum in pair
+ * order from zero, added to y. */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target/cpu/gemm.h"
+
+#ifndef TS_GEMM512_PREFETCH
+#define TS_GEMM512_PREFETCH 2048 /* bytes ahead in the decode stream */
+#endif
+#ifndef TS_GEMM512_KB
+#define TS_GEMM512_KB 256 /* K positions per block: a 64 x 128-pair panel is 32 KiB */
+#endif
+#ifndef TS_GEMM512_SMALL_S
+#define TS_GEMM512_SMALL_S 16 /* up to this many rows: panels outer, x converted per panel */
+#endif
+#define PN 64 /* W rows per panel: four 16-lane vectors */
+#define MR 6  /* x rows per register tile */
+#define KP (TS_GEMM512_KB / 2)
+#define LDB (KP + 16) /* x block row stride in pairs: not a multiple of 4 KiB (L1/L2 set aliasing) */
+
+typedef union {
+    __m512i i;
+    __m512bh h;
+} v512;
+
+/* dh (n) <- BF16(x), dl (n) <- BF16(x - dh) (dl may be NULL) for n positions of packed FP32 x,
+ * written in natural order; n % 16 == 0. */
+static void x_to_bf16(uint16_t *dh, uint16_t *dl, const float *xp, int n) {
+    const __m512i perm = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    for (int b = 0; b < n; b += 16) {
+        __m512 v = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(xp + b));
+        union {
+            __m256bh h;
+            __m256i i;
+        } h = {.h = _mm512_cvtneps_pbh(v)}, l;
+        _mm256_storeu_si256((__m256i *)(dh + b), h.i);
+        if (!dl) continue;
+        __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h.i), 16));
+        l.h = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hf));
+        _mm256_storeu_si256((__m256i *)(dl + b), l.i);
+    }
+}
+
+static inline __m512 dp(__m512 acc, __m512i a, __m512i b) {
+    v512 x = {.i = a}, y = {.i = b};
+    return _mm512_dpbf16_ps(acc, x.h, y.h);
+}
+
+/* ---- Decode: NR rows of W streamed together against the split x ---- */
+static inline __attribute__((always_inline)) void gemv_tile(float *y, const uint16_t *xh, const uint16_t *xl,
+                                                            const uint16_t *w, int K, int NR) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) acc[j][q] = _mm512_setzero_ps();
+    int b = 0;
+    for (; b + 64 <= K; b += 64) {
+        __m512i h0 = _mm512_loadu_si512(xh + b), l0 = _mm512_loadu_si512(xl + b);
+        __m512i h1 = _mm512_loadu_si512(xh + b + 32), l1 = _mm512_loadu_si512(xl + b + 32);
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            const uint16_t *r = w + (size_t)j * K + b;
+            _mm_prefetch((const char *)r + TS_GEMM512_PREFETCH, _MM_HINT_T0);
+            __m512i w0 = _mm512_loadu_si512(r), w1 = _mm512_loadu_si512(r + 32);
+            acc[j][0] = dp(acc[j][0], w0, h0);
+            acc[j][1] = dp(acc[j][1], w0, l0);
+            acc[j][2] = dp(acc[j][2], w1, h1);
+            acc[j][3] = dp(acc[j][3], w1, l1);
+        }
+    }
+    for (; b < K; b += 32) { /* 32 or 16 positions left (K % 16 == 0) */
+        __mmask32 m = K - b >= 32 ? 0xffffffffu : 0xffffu;
+        __m512i h = _mm512_maskz_loadu_epi16(m, xh + b), l = _mm512_maskz_loadu_epi16(m, xl + b);
+#pragma GCC unroll 4
+        for (int j = 0; j < NR; j++) {
+            __m512i wv = _mm512_maskz_loadu_epi16(m, w + (size_t)j * K + b);
+            acc[j][0] = dp(acc[j][0], wv, h);
+            acc[j][1] = dp(acc[j][1], wv, l);
+        }
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < NR; j++)
+        y[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),
+                                                  _mm512_add_ps(acc[j][2], acc[j][3])));
+}
+
+static void gemv_1(float *y, const uint16_t *xh, const uint16_t *xl, const uint16_t *w, int K) {
+    gemv_tile(y, xh, xl, w, K, 1);
+}
+static void gemv_2(float *y, const uint16_t *xh, const uint16_t *xl, const uint16_t *w, int K) {
+    gemv_tile(y, xh, xl, w, K, 2);
+}
+static void gemv_4(float *y, const uint16_t *xh, const uint16_t *xl, const uint16_t *w, int K) {
+    gemv_tile(y, xh, xl, w, K, 4);
+}
+
+#define GEMV_STACK_K 16384
+
+static void gemv(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1, int nr) {
+    uint16_t sh[GEMV_STACK_K] __attribute__((aligned(64))), sl[GEMV_STACK_K] __attribute__((aligned(64)));
+    uint16_t *xh = sh, *xl = sl, *heap = NULL;
+    if (K > GEMV_STACK_K) { /* longer rows than any seed model: one allocation per call */
+        heap = aligned_alloc(64, sizeof(uint16_t) * 2 * (size_t)((K + 31) & ~31));
+        if (!heap) {
+            ts_cpu_gemm_bf16_scalar(y, 1, xp, K, W, K, 1, n0, n1, (ts_gemm_tile){1, 1, 1});
+            return;
+        }
+        xh = heap, xl = heap + ((K + 31) & ~31);
+    }
+    x_to_bf16(xh, xl, xp, K);
+    int n = n0;
+    if (nr >= 4)
+        for (; n + 4 <= n1; n += 4) gemv_4(y + n, xh, xl, W + (size_t)n * K, K);
+    if (nr >= 2)
+        for (; n + 2 <= n1; n += 2) gemv_2(y + n, xh, xl, W + (size_t)n * K, K);
+    for (; n < n1; n++) gemv_1(y + n, xh, xl, W + (size_t)n * K, K);
+    free(heap);
+}
+
+/* ---- Prefill: BF16 pair panels and a broadcast micro-kernel ---- */
+
+/* r[i] (16 dwords) <- column i of the 16 x 16 dword matrix whose rows are r[0..15]. */
+static inline void transpose16(__m512i r[16]) {
+    __m512i t[16], u[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    /* u[4k + c], 128-bit lane L: rows 4k..4k+3 of column 4L + c */
+    for (int k = 0; k < 4; k++) {
+        u[4 * k] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    for (int c = 0; c < 4; c++) {
+        __m512i p = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), q = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
+        __m512i s = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), v = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
+        r[c] = _mm512_shuffle_i32x4(p, s, 0x88);
+        r[4 + c] = _mm512_shuffle_i32x4(p, s, 0xdd);
+        r[8 + c] = _mm512_shuffle_i32x4(q, v, 0x88);
+        r[12 + c] = _mm512_shuffle_i32x4(q, v, 0xdd);
+    }
+}
+
+/* P[p * 64 + j] = pair p of W row n + j over positions [k0, k0 + kb): rows j >= nv are zero.
+ * kb % 16 == 0; a final 16-position block fills 8 pairs (the rest of its 16 are zero). */
+static void pack_panel(uint32_t *P, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+    for (int g = 0; g < PN; g += 16) {
+        int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
+        for (int b = 0; b < kb; b += 32) {
+            __mmask32 m = kb - b >= 32 ? 0xffffffffu : 0xffffu;
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nrow ? _mm512_maskz_loadu_epi16(m, W + (size_t)(n + g + i) * K + k0 + b)
+                                : _mm512_setzero_si512();
+            transpose16(r);
+            uint32_t *d = P + (size_t)(b / 2) * PN + g;
+            for (int p = 0; p < 16; p++) _mm512_store_si512(d + (size_t)p * PN, r[p]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void panel_tile(float *y, int ldy, const uint32_t *x, int ldb,
+                                                             const uint32_t *P, int np, int MS, int first) {
+    __m512 acc[MR][4];
+#pragma GCC unroll 6
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int p = 0; p < np; p++) {
+        const uint32_t *pp = P + (size_t)p * PN;
+        __m512i w0 = _mm512_load_si512(pp), w1 = _mm512_load_si512(pp + 16);
+        __m512i w2 = _mm512_load_si512(pp + 32), w3 = _mm512_load_si512(pp + 48);
+#pragma GCC unroll 6
+        for (int i = 0; i < MS; i++) {
+            __m512i b = _mm512_set1_epi32((int)x[(size_t)i * ldb + p]);
+            acc[i][0] = dp(acc[i][0], b, w0);
+            acc[i][1] = dp(acc[i][1], b, w1);
+            acc[i][2] = dp(acc[i][2], b, w2);
+            acc[i][3] = dp(acc[i][3], b, w3);
+        }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            float *d = y + (size_t)i * ldy + 16 * j;
+            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
+        }
+}
+
+#define PANEL_FN(MS)                                                                               \
+    static void panel_##MS(float *y, int ldy, const uint32_t *x, int ldb, const uint32_t *P, int np, \
+                           int first) {                                                            \
+        if (first) panel_tile(y, ldy, x, ldb, P, np, MS, 1);                                       \
+        else panel_tile(y, ldy, x, ldb, P, np, MS, 0);                                             \
+    }
+PANEL_FN(1)
+PANEL_FN(2)
+PANEL_FN(3)
+PANEL_FN(4)
+PANEL_FN(5)
+PANEL_FN(6)
+#undef PANEL_FN
+
+typedef void (*panel_fn)(float *, int, const uint32_t *, int, const uint32_t *, int, int);
+static const panel_fn k_panels[MR + 1] = {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6};
+
+/* x rows [0, S) of a BF16 block (row stride ldb pairs) against one packed panel of W rows
+ * [n, n + nv) over positions [k0, k0 + kb). While it runs it prefetches the W rows of the
+ * next panel: rows [pn, pn + pnv) at position pk (none when pk >= K). */
+static void panel_rows(float *y, int ldy, const uint32_t *xb, int ldb, const uint32_t *P, const uint16_t *W,
+                       int K, int S, int n, int nv, int k0, int kb, int pn, int pnv, int pk) {
+    float edge[MR * PN];
+    int first = k0 == 0, np = kb / 2, pl = (kb * 2 + 63) / 64;
+    int ptot = pk < K ? pnv * pl : 0, ntiles = (S + MR - 1) / MR;
+    int pstep = (ptot + ntiles - 1) / ntiles, prow = 0, pline = 0;
+    for (int s = 0, ms; s < S; s += ms) {
+        int left = S - s;
+        ms = left < MR ? left : MR;
+        if (left == 7 || left == 8) ms = 4; /* 4 + 3 or 4 + 4, not 6 + 1 or 6 + 2 */
+        for (int q = 0; q < pstep && prow < pnv; q++) {
+            _mm_prefetch((const char *)(W + (size_t)(pn + prow) * K + pk) + 64 * pline, _MM_HINT_T0);
+            if (++pline == pl) pline = 0, prow++;
+        }
+        float *ys = y + (size_t)s * ldy + n;
+        const uint32_t *xs = xb + (size_t)s * ldb;
+        if (nv == PN) {
+            k_panels[ms](ys, ldy, xs, ldb, P, np, first);
+            continue;
+        }
+        for (int i = 0; i < ms; i++)
+            for (int j = 0; j < PN; j++) edge[i * PN + j] = j < nv && !first ? ys[(size_t)i * ldy + j] : 0;
+        k_panels[ms](edge, PN, xs, ldb, P, np, first);
+        for (int i = 0; i < ms; i++)
+            for (int j = 0; j < nv; j++) ys[(size_t)i * ldy + j] = edge[i * PN + j];
+    }
+}
+
+/* x rows [0, S) of packed FP32 x, positions [k0, k0 + kb), to BF16 pairs (row stride LDB). */
+static void x_block(uint32_t *xb, const float *xp, int ldx, int S, int k0, int kb) {
+    for (int s = 0; s < S; s++) x_to_bf16((uint16_t *)(xb + (size_t)s * LDB), NULL, xp + (size_t)s * ldx + k0, kb);
+}
+
+/* Few rows: panels outer, so each panel's W rows are read start to end while its y tile stays
+ * in L1; the x block (<= 16 rows) is converted again for every panel, which costs less than a
+ * quarter of the panel packing. */
+static void gemm_small(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
+                       int n1, uint32_t *P) {
+    uint32_t xb[TS_GEMM512_SMALL_S * LDB] __attribute__((aligned(64)));
+    for (int n = n0; n < n1; n += PN) {
+        int nv = n1 - n < PN ? n1 - n : PN;
+        for (int k0 = 0; k0 < K; k0 += TS_GEMM512_KB) {
+            int kb = K - k0 < TS_GEMM512_KB ? K - k0 : TS_GEMM512_KB;
+            int pn = n, pk = k0 + TS_GEMM512_KB;
+            if (pk >= K) pn = n + PN, pk = pn < n1 ? 0 : K;
+            int pnv = n1 - pn < PN ? n1 - pn : PN;
+            x_block(xb, xp, ldx, S, k0, kb);
+            pack_panel(P, W, K, n, nv, k0, kb);
+            panel_rows(y, ldy, xb, LDB, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
+        }
+    }
+}
+
+static void gemm_panels(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
+                        int n1) {
+    uint32_t P[KP * PN] __attribute__((aligned(64)));
+    uint32_t *xb = S > TS_GEMM512_SMALL_S ? aligned_alloc(64, sizeof(uint32_t) * (size_t)S * LDB) : NULL;
+    if (!xb) { /* few rows, or no memory for the x block: 16 rows at a time */
+        for (int s = 0; s < S; s += TS_GEMM512_SMALL_S) {
+            int ss = S - s < TS_GEMM512_SMALL_S ? S - s : TS_GEMM512_SMALL_S;
+            gemm_small(y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, ss, n0, n1, P);
+        }
+        return;
+    }
+    /* K blocks outer: the BF16 x block (S x KB) stays in L2 across all panels. */
+    for (int k0 = 0; k0 < K; k0 += TS_GEMM512_KB) {
+        int kb = K - k0 < TS_GEMM512_KB ? K - k0 : TS_GEMM512_KB;
+        x_block(xb, xp, ldx, S, k0, kb);
+        for (int n = n0; n < n1; n += PN) {
+            int nv = n1 - n < PN ? n1 - n : PN;
+            int pn = n + PN, pk = k0;
+            if (pn >= n1) pn = n0, pk = k0 + TS_GEMM512_KB;
+            int pnv = n1 - pn < PN ? n1 - pn : PN;
+            pack_panel(P, W, K, n, nv, k0, kb);
+            panel_rows(y, ldy, xb, LDB, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
+        }
+    }
+    free(xb);
+}
+
+void ts_cpu_gemm_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+                             int n0, int n1, ts_gemm_tile t) {
+    if (n0 >= n1 || S < 1) return;
+    if (S == 1) gemv(y, xp, W, K, n0, n1, t.nr);
+    else gemm_panels(y, ldy, xp, ldx, W, K, S, n0, n1);
+}

@@ -1,0 +1,20 @@
+/* AVX-512 BF16 probe: independent vdpbf16ps chains, enough to cover its latency on every port
+ * that executes it. Each instruction is 16 lanes x 2 multiply-adds = 64 flops. */
+#include <immintrin.h>
+
+#include "target/cpu/probe.h"
+
+double ts_probe_dpbf16_avx512(long iters) {
+    union {
+        __m512i i;
+        __m512bh h;
+    } a = {.i = _mm512_set1_epi32(0x3f803f80)}, b = {.i = _mm512_set1_epi32(0x33d633d6)}; /* 1.0, 1e-7 */
+    __m512 acc[12];
+    for (int i = 0; i < 12; i++) acc[i] = _mm512_set1_ps((float)i);
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++) acc[i] = _mm512_dpbf16_ps(acc[i], a.h, b.h);
+    __m512 s = acc[0];
+    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, acc[i]);
+    /* The result feeds the return value so the loop cannot be removed. */
+    return (double)iters * 12 * 64 + (_mm512_reduce_add_ps(s) == 12345.0f);
+}
