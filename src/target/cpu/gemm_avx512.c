@@ -80,7 +80,8 @@ static inline __attribute__((always_inline)) void gemv_tile(float *y, const uint
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++) {
             const uint16_t *r = w + (size_t)j * K + b;
-            _mm_prefetch((const char *)r + TS_GEMM512_PREFETCH, _MM_HINT_T0);
+            _mm_prefetch((const char *)r + TS_GEMM512_PREFETCH, _MM_HINT_T0); /* both lines of the 128 B */
+            _mm_prefetch((const char *)r + TS_GEMM512_PREFETCH + 64, _MM_HINT_T0);
             __m512i w0 = _mm512_loadu_si512(r), w1 = _mm512_loadu_si512(r + 32);
             acc[j][0] = dp(acc[j][0], w0, h0);
             acc[j][1] = dp(acc[j][1], w0, l0);
