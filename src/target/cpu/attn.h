@@ -26,4 +26,12 @@ void ts_cpu_attn_tile_avx2(float *out, int out_stride, const float *q, int q_str
                            const float *v, int n_ctx0, int T, int stride, int hd, float scale,
                            float *scores);
 
+/* The same with AVX-512 (attn_avx512.c) for head_dim 16, 32, 64 or 128 (_ok says which);
+ * score rows are (n_ctx0 + T - 1) rounded up to 16 floats apart: scores holds
+ * T x (n_ctx0 + T + 15). */
+int ts_cpu_attn_tile_avx512_ok(int hd);
+void ts_cpu_attn_tile_avx512(float *out, int out_stride, const float *q, int q_stride, const float *k,
+                             const float *v, int n_ctx0, int T, int stride, int hd, float scale,
+                             float *scores);
+
 #endif

@@ -167,7 +167,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->v_cache = malloc(kv * sizeof(float));
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));
     size_t CH = (size_t)c->chunk, NT = (size_t)Q + 2 * (size_t)KV, rt = (size_t)(H > hd ? H : hd) * 2;
-    size_t arena = CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * TS_ATTN_TILE * max_seq +
+    size_t arena = CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * TS_ATTN_TILE * (max_seq + 16) +
                    (size_t)nth * rt + CH * (size_t)hd;
     c->arena = malloc(arena * sizeof(float));
     if (c->disable & TS_OPT_LAST_LOGITS) c->lg_all = malloc(CH * (size_t)cf->n_vocab * sizeof(float));
@@ -187,7 +187,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->g = p, p += CH * F;
     c->u = p, p += CH * F;
     c->h_p = p, p += CH * F;
-    c->scores = p, p += (size_t)nth * TS_ATTN_TILE * max_seq;
+    c->scores = p, p += (size_t)nth * TS_ATTN_TILE * (max_seq + 16); /* rows rounded up to 16 */
     c->rowtmp = p, p += (size_t)nth * rt;
     c->rope_cs = p;
     if (bind_weights(c) != 0) {

@@ -179,15 +179,17 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
     float scale = (float)(1.0 / sqrt((double)hd));
     if (c->variant >= TS_CPU_AVX2 && c->S > 1 && !(c->disable & TS_OPT_TILED_ATTN)) {
         /* Prefill: tiles of query rows per head, so each cached row is read once per tile. */
-        float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)c->max_seq;
+        float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)(c->max_seq + 16);
+        int wide = c->variant >= TS_CPU_AVX512BF16 && ts_cpu_attn_tile_avx512_ok(hd);
         int tiles = (c->S + TS_ATTN_TILE - 1) / TS_ATTN_TILE;
         ts_cpu_split(tiles * nh, ith, nth, 1, &a, &b);
         for (int it = a; it < b; it++) {
             int tile = it / nh, h = it % nh, s0 = tile * TS_ATTN_TILE, g = h / group;
             int T = c->S - s0 < TS_ATTN_TILE ? c->S - s0 : TS_ATTN_TILE;
             float *o = c->att + (size_t)s0 * Q + (size_t)h * hd;
-            ts_cpu_attn_tile_avx2(o, Q, c->qkv + (size_t)s0 * NT + (size_t)h * hd, NT, kc + (size_t)g * hd,
-                                  vc + (size_t)g * hd, c->pos0 + s0 + 1, T, KV, hd, scale, sc);
+            (wide ? ts_cpu_attn_tile_avx512 : ts_cpu_attn_tile_avx2)(o, Q, c->qkv + (size_t)s0 * NT + (size_t)h * hd, NT,
+                                                                    kc + (size_t)g * hd, vc + (size_t)g * hd,
+                                                                    c->pos0 + s0 + 1, T, KV, hd, scale, sc);
             for (int t = 0; t < T; t++) fault(c, TS_STEP_ATTENTION, o + (size_t)t * Q, s0 + t, h * hd, hd);
         }
         return;
