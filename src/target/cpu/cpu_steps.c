@@ -182,8 +182,9 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
         float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)(c->max_seq + 16);
         int wide = c->variant >= TS_CPU_AVX512BF16 && ts_cpu_attn_tile_avx512_ok(hd);
         int tiles = (c->S + TS_ATTN_TILE - 1) / TS_ATTN_TILE;
-        ts_cpu_split(tiles * nh, ith, nth, 1, &a, &b);
-        for (int it = a; it < b; it++) {
+        /* Round robin, not contiguous ranges: a causal tile's cost grows with its position,
+         * so halves of the tile list would leave one thread with most of the work. */
+        for (int it = ith; it < tiles * nh; it += nth) {
             int tile = it / nh, h = it % nh, s0 = tile * TS_ATTN_TILE, g = h / group;
             int T = c->S - s0 < TS_ATTN_TILE ? c->S - s0 : TS_ATTN_TILE;
             float *o = c->att + (size_t)s0 * Q + (size_t)h * hd;
