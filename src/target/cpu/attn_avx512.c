@@ -13,31 +13,7 @@
 #include <math.h>
 
 #include "target/cpu/attn.h"
-
-/* r[i] <- column i of the 16 x 16 float matrix with rows r[0..15]. */
-static inline void transpose16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-    }
-    for (int k = 0; k < 4; k++) { /* u[4k + c], 128-bit lane L: rows 4k..4k+3 of column 4L + c */
-        __m512d a = _mm512_castps_pd(t[4 * k]), b = _mm512_castps_pd(t[4 * k + 2]);
-        __m512d c = _mm512_castps_pd(t[4 * k + 1]), d = _mm512_castps_pd(t[4 * k + 3]);
-        u[4 * k] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-        u[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-        u[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
-        u[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512 p = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), q = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xee);
-        __m512 s = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44), v = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xee);
-        r[c] = _mm512_shuffle_f32x4(p, s, 0x88);
-        r[4 + c] = _mm512_shuffle_f32x4(p, s, 0xdd);
-        r[8 + c] = _mm512_shuffle_f32x4(q, v, 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(q, v, 0xdd);
-    }
-}
+#include "target/cpu/transpose_avx512.h"
 
 /* exp(x) for x <= 0 (scores minus their maximum); NaN stays NaN. */
 static inline __m512 exp512(__m512 x) {
@@ -81,11 +57,11 @@ static void score_block(float *sc, int ns, const float *q, int q_stride, int T, 
                         int n_all, int hd, float scale) {
     __m512 kt[128];
     for (int i0 = 0; i0 < hd; i0 += 16) {
-        __m512 r[16];
+        __m512i r[16];
         for (int t = 0; t < 16; t++)
-            r[t] = j0 + t < n_all ? _mm512_loadu_ps(k + (size_t)(j0 + t) * stride + i0) : _mm512_setzero_ps();
-        transpose16(r);
-        for (int c = 0; c < 16; c++) kt[i0 + c] = r[c];
+            r[t] = j0 + t < n_all ? _mm512_loadu_si512(k + (size_t)(j0 + t) * stride + i0) : _mm512_setzero_si512();
+        ts_transpose16_epi32(r);
+        for (int c = 0; c < 16; c++) kt[i0 + c] = _mm512_castsi512_ps(r[c]);
     }
     const float *qr[16];
     for (int t = 0; t < 16; t++) qr[t] = q + (size_t)(t < T ? t : 0) * q_stride;

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "target/cpu/gemm.h"
+#include "target/cpu/transpose_avx512.h"
 
 #ifndef TS_GEMM512_PREFETCH
 #define TS_GEMM512_PREFETCH 2048 /* bytes ahead in the decode stream */
@@ -140,30 +141,6 @@ static void gemv(float *y, const float *xp, const uint16_t *W, int K, int n0, in
 
 /* ---- Prefill: BF16 pair panels and a broadcast micro-kernel ---- */
 
-/* r[i] (16 dwords) <- column i of the 16 x 16 dword matrix whose rows are r[0..15]. */
-static inline void transpose16(__m512i r[16]) {
-    __m512i t[16], u[16];
-    for (int k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
-    }
-    /* u[4k + c], 128-bit lane L: rows 4k..4k+3 of column 4L + c */
-    for (int k = 0; k < 4; k++) {
-        u[4 * k] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
-        u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
-        u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-        u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-    }
-    for (int c = 0; c < 4; c++) {
-        __m512i p = _mm512_shuffle_i32x4(u[c], u[4 + c], 0x44), q = _mm512_shuffle_i32x4(u[c], u[4 + c], 0xee);
-        __m512i s = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0x44), v = _mm512_shuffle_i32x4(u[8 + c], u[12 + c], 0xee);
-        r[c] = _mm512_shuffle_i32x4(p, s, 0x88);
-        r[4 + c] = _mm512_shuffle_i32x4(p, s, 0xdd);
-        r[8 + c] = _mm512_shuffle_i32x4(q, v, 0x88);
-        r[12 + c] = _mm512_shuffle_i32x4(q, v, 0xdd);
-    }
-}
-
 /* P[p * 64 + j] = pair p of W row n + j over positions [k0, k0 + kb): rows j >= nv are zero.
  * kb % 16 == 0; a final 16-position block fills 8 pairs (the rest of its 16 are zero). */
 static void pack_panel(uint32_t *P, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
@@ -175,7 +152,7 @@ static void pack_panel(uint32_t *P, const uint16_t *W, int K, int n, int nv, int
             for (int i = 0; i < 16; i++)
                 r[i] = i < nrow ? _mm512_maskz_loadu_epi16(m, W + (size_t)(n + g + i) * K + k0 + b)
                                 : _mm512_setzero_si512();
-            transpose16(r);
+            ts_transpose16_epi32(r);
             uint32_t *d = P + (size_t)(b / 2) * PN + g;
             for (int p = 0; p < 16; p++) _mm512_store_si512(d + (size_t)p * PN, r[p]);
         }
