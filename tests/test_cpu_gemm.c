@@ -22,6 +22,12 @@ static float frand(void) {
 static uint16_t *g_w;
 static size_t g_w_len;
 static int g_nr; /* nonzero: W rows per decode tile instead of the default (the autotuner's candidates) */
+/* The avx512bf16 variant has two prefill kernels, one chosen per core (gemm.h); both are
+ * checked here whichever this machine would choose. */
+static ts_gemm_fn g_fn;
+static const char *g_name;
+static ts_gemm_fn fn_for(ts_cpu_variant v) { return g_fn ? g_fn : ts_cpu_gemm_for(v); }
+static const char *name_of(ts_cpu_variant v) { return g_name ? g_name : ts_cpu_variant_name(v); }
 
 /* Checks y[:, n0:n1] = x @ W^T for one (S, N, K) with the given variant. */
 static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K, int n0, int n1) {
@@ -33,7 +39,7 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
     for (size_t i = 0; i < (size_t)S * ldx; i++) x[i] = xp[i] = NAN;
     /* The avx512bf16 prefill kernel rounds x to BF16 (by design, gemm_avx512.c); given
      * BF16-exact x it must match the oracle to FP32 rounding like every other kernel. */
-    int bf16_x = v == TS_CPU_AVX512BF16 && S >= 2;
+    int bf16_x = fn_for(v) == ts_cpu_gemm_bf16_avx512_dp && S >= 2;
     for (int s = 0; s < S; s++) {
         for (int k = 0; k < K; k++) {
             float f = frand();
@@ -51,7 +57,7 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
     ts_ref_matmul(ref, xd, &W, NULL, S, n1 - n0, K, row);
     ts_gemm_tile t = ts_cpu_gemm_default_tile(S, N, K);
     if (g_nr) t.nr = g_nr;
-    ts_cpu_gemm_for(v)(y, ldy, xp, ldx, g_w, K, S, n0, n1, t);
+    fn_for(v)(y, ldy, xp, ldx, g_w, K, S, n0, n1, t);
     int outside_written = 0;
     for (int s = 0; s < S; s++)
         for (int n = 0; n < N; n++) {
@@ -65,9 +71,9 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
     int pass = ts_threshold_pass(tr, m.rel_l2) && ts_threshold_pass(tp, m.pearson) && m.nonfinite == 0 &&
                m.rel_l2 <= 1e-5 && !outside_written;
     printf("  %-10s %-26s S=%-4d N=%-6d K=%-5d rows [%d,%d)  rel_l2 %.2e  pearson %.9f  %s\n",
-           ts_cpu_variant_name(v), what, S, N, K, n0, n1, m.rel_l2, m.pearson, pass ? "ok" : "FAIL");
+           name_of(v), what, S, N, K, n0, n1, m.rel_l2, m.pearson, pass ? "ok" : "FAIL");
     CHECK(pass, "%s %s S=%d N=%d K=%d: rel_l2 %.3e pearson %.9f nonfinite %lld outside %d",
-          ts_cpu_variant_name(v), what, S, N, K, m.rel_l2, m.pearson, (long long)m.nonfinite, outside_written);
+          name_of(v), what, S, N, K, m.rel_l2, m.pearson, (long long)m.nonfinite, outside_written);
     free(x), free(xp), free(y), free(ref), free(got), free(row), free(xd);
 }
 
@@ -82,7 +88,7 @@ static void check_splits(ts_cpu_variant v, int N, int K) {
         for (int k = 0; k < K; k++) x[(size_t)s * ldx + k] = frand();
         ts_cpu_pack_row(xp + (size_t)s * ldx, x + (size_t)s * ldx, K);
     }
-    ts_gemm_fn f = ts_cpu_gemm_for(v);
+    ts_gemm_fn f = fn_for(v);
     f(a, N, xp, ldx, g_w, K, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
     int parts[] = {0, 2, 5, 17, S}; /* pieces of 2, 3, 12 and 23 rows */
     for (int i = 0; i + 1 < 5; i++) {
@@ -94,9 +100,9 @@ static void check_splits(ts_cpu_variant v, int N, int K) {
     for (int i = 0; i + 1 < 6; i++)
         f(b, N, xp, ldx, g_w, K, S, cuts[i], cuts[i + 1], ts_cpu_gemm_default_tile(S, N, K));
     int same_cols = !memcmp(a, b, sizeof(float) * (size_t)S * N);
-    printf("  %-10s splits N=%d K=%d: rows 40 = 2 + 3 + 12 + 23 %s, column shares %s\n", ts_cpu_variant_name(v), N, K,
+    printf("  %-10s splits N=%d K=%d: rows 40 = 2 + 3 + 12 + 23 %s, column shares %s\n", name_of(v), N, K,
            same_rows ? "bit-identical" : "DIFFER", same_cols ? "bit-identical" : "DIFFER");
-    CHECK(same_rows && same_cols, "%s: split results differ (rows %d, columns %d)", ts_cpu_variant_name(v),
+    CHECK(same_rows && same_cols, "%s: split results differ (rows %d, columns %d)", name_of(v),
           same_rows, same_cols);
     free(x), free(xp), free(a), free(b);
 }
@@ -167,9 +173,19 @@ int main(void) {
             printf("variant %s: not supported by this CPU, skipped\n", ts_cpu_variant_name((ts_cpu_variant)v));
             continue;
         }
-        check_tails((ts_cpu_variant)v);
-        for (int i = 0; ts_synth_preset_name(i); i++)
-            if (!strstr(ts_synth_preset_name(i), "-tiny")) check_model((ts_cpu_variant)v, ts_synth_preset_name(i));
+        int kernels = v == TS_CPU_AVX512BF16 ? 2 : 1;
+        for (int k = 0; k < kernels; k++) {
+            if (v == TS_CPU_AVX512BF16) {
+                g_fn = k == 0 ? ts_cpu_gemm_bf16_avx512_dp : ts_cpu_gemm_f32_avx512;
+                g_name = k == 0 ? "avx512/dp" : "avx512/f32";
+                printf("avx512bf16 prefill kernel %s (this core uses %s)\n", g_name,
+                       ts_cpu_avx512_prefill_f32() ? "f32" : "dp");
+            }
+            check_tails((ts_cpu_variant)v);
+            for (int i = 0; ts_synth_preset_name(i); i++)
+                if (!strstr(ts_synth_preset_name(i), "-tiny")) check_model((ts_cpu_variant)v, ts_synth_preset_name(i));
+        }
+        g_fn = NULL, g_name = NULL;
     }
     free(g_w);
     return th_finish("test_cpu_gemm");

@@ -15,6 +15,7 @@
 #include "io/mmap.h"
 #include "io/sha256.h"
 #include "target/cpu/cpu_features.h"
+#include "target/cpu/gemm.h"
 
 static const char *k_plan[3][8] = {
     {"attn_norm", "qkv(+bias)", "qk_norm", "rope+kv_store", NULL},
@@ -68,6 +69,7 @@ static json_t *target_json(int threads, const json_t *phase4) {
                                                                               : json_string("defaults (phase 4 did not run)"),
                           "weights", w && !strcmp(w, "copy") ? "copy" : "mmap");
     if (pl) json_object_set_new(t, "weights_probe", json_deep_copy(pl));
+    json_object_set_new(t, "prefill_kernel", json_string(ts_cpu_prefill_kernel_name(ts_cpu_best_variant())));
     return t;
 }
 
@@ -188,8 +190,8 @@ static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHA
     fprintf(f, "# Deployment report: %s\n\n", m->dir);
     fprintf(f, "- model: %s, %d layers, hidden %d, vocab %d, %.1f M parameters\n- features: %s\n", m->cfg.arch_name,
             m->cfg.n_layers, m->cfg.n_embd, m->cfg.n_vocab, (double)m->n_params / 1e6, feat);
-    fprintf(f, "- target: cpu (%s), 3 dispatches per layer\n- tessera %s, created %s\n\n",
-            ts_cpu_variant_name(ts_cpu_best_variant()), ts_version(),
+    fprintf(f, "- target: cpu (%s; prefill GEMM: %s), 3 dispatches per layer\n- tessera %s, created %s\n\n",
+            ts_cpu_variant_name(ts_cpu_best_variant()), ts_cpu_prefill_kernel_name(ts_cpu_best_variant()), ts_version(),
             json_string_value(json_object_get(man, "created")));
     fprintf(f, "## Gates\n\n| phase | metric | measured | threshold | result |\n|---|---|---|---|---|\n");
     for (int p = 0; p < TS_N_PHASES; p++) {

@@ -41,8 +41,14 @@ void ts_cpu_gemm_bf16_scalar(float *y, int ldy, const float *xp, int ldx, const 
 }
 
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v) {
-    if (v >= TS_CPU_AVX512BF16) return ts_cpu_gemm_bf16_avx512;
+    if (v >= TS_CPU_AVX512BF16) return ts_cpu_avx512_prefill_f32() ? ts_cpu_gemm_f32_avx512 : ts_cpu_gemm_bf16_avx512_dp;
     return v >= TS_CPU_AVX2 ? ts_cpu_gemm_bf16_avx2 : ts_cpu_gemm_bf16_scalar;
+}
+
+const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v) {
+    if (v >= TS_CPU_AVX512BF16)
+        return ts_cpu_avx512_prefill_f32() ? "FP32 FMA zmm, FP32 activations" : "vdpbf16ps zmm, BF16-rounded activations";
+    return v >= TS_CPU_AVX2 ? "FP32 FMA ymm, FP32 activations" : "scalar FP32";
 }
 
 ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K) {

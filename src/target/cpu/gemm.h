@@ -32,11 +32,24 @@ void ts_cpu_gemm_bf16_scalar(float *y, int ldy, const float *xp, int ldx, const 
                              int S, int n0, int n1, ts_gemm_tile tile);
 void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
                            int S, int n0, int n1, ts_gemm_tile tile);
-/* vdpbf16ps: S == 1 uses tile.nr W rows at a time (1, 2 or 4); S >= 2 ignores the tile. */
-void ts_cpu_gemm_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
-                             int S, int n0, int n1, ts_gemm_tile tile);
+/* The avx512bf16 variant has one decode GEMV (vdpbf16ps over BF16 hi + lo activations, tile.nr
+ * W rows at a time: 1, 2 or 4) and two prefill kernels (S >= 2, tile ignored): _dp multiplies
+ * BF16-rounded activations with vdpbf16ps, _f32 widens the weights into an FP32 panel and
+ * uses vfmadd231ps zmm with FP32 activations. */
+void ts_cpu_gemm_bf16_avx512_dp(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+                                int S, int n0, int n1, ts_gemm_tile tile);
+void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+                            int S, int n0, int n1, ts_gemm_tile tile);
+/* Which of the two this core runs faster, measured once per process (about a millisecond):
+ * 1 = _f32 (cores where vdpbf16ps runs at half the FP32 FMA rate, e.g. Intel Xeons with
+ * AVX-512 BF16), 0 = _dp (e.g. Zen 4, where it runs at twice). FP32 is kept unless vdpbf16ps
+ * is at least 1.25x faster: it is the more accurate of the two. TESSERA_AVX512_PREFILL=bf16 or
+ * f32 overrides (side-by-side measurements, tests of both). */
+int ts_cpu_avx512_prefill_f32(void);
 
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v);
+/* What that prefill kernel computes with, for manifests and reports. */
+const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
 /* A default tile for (S, N, K) before any autotuning. */
 ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K);
 

@@ -5,11 +5,14 @@
  * The activations arrive packed for the AVX2 kernel (FP32, 16-blocks of 8 even then 8 odd
  * elements) and are rounded here to BF16 in natural order, so that a 32-bit lane holds the
  * pair (2i, 2i+1) exactly as a weight row does:
- * - decode (S == 1) is bound by reading W, not by arithmetic, so x is split into a BF16 high
- *   part and a BF16 remainder and each W chunk is multiplied with both: x keeps ~16 mantissa
- *   bits, as accurate as the FP32 kernels, for one extra vdpbf16ps per 32 weights.
- * - prefill (S >= 2) is bound by vdpbf16ps throughput, so x is rounded once to BF16 (8
- *   mantissa bits, the precision llama.cpp's BF16 path also uses); phase 1-3 gates measure it.
+ * - decode (S == 1) is bound by reading W, not by arithmetic, so x is split into three BF16
+ *   parts (high, remainder, what is left) and each W chunk is multiplied with all three: x
+ *   keeps its 24 mantissa bits and the GEMV is as accurate as the FP32 kernels (two parts
+ *   measured 2e-6 rel_l2, enough for the gates but 10x the FP32 kernels, which showed as
+ *   1e-5-level differences between decode and an FP32 prefill).
+ * - prefill (S >= 2), the _dp kernel, is bound by vdpbf16ps throughput, so x is rounded once
+ *   to BF16 (8 mantissa bits, the precision llama.cpp's BF16 path also uses); phase 1-3 gates
+ *   measure it. The _f32 kernel (for cores where FP32 FMA is faster) widens W instead.
  *
  * Prefill packs a panel of 64 W rows by KB positions into an L1-resident buffer where each
  * 32-bit pair position holds the 64 rows' pairs contiguously (a 16 x 16 dword transpose per
@@ -18,10 +21,13 @@
  * computation whatever tile, thread split or S it falls in: per K block a running sum in pair
  * order from zero, added to y. */
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "target/cpu/gemm.h"
+#include "target/cpu/probe.h"
 #include "target/cpu/transpose_avx512.h"
 
 #ifndef TS_GEMM512_PREFETCH
@@ -43,21 +49,28 @@ typedef union {
     __m512bh h;
 } v512;
 
-/* dh (n) <- BF16(x), dl (n) <- BF16(x - dh) (dl may be NULL) for n positions of packed FP32 x,
- * written in natural order; n % 16 == 0. */
-static void x_to_bf16(uint16_t *dh, uint16_t *dl, const float *xp, int n) {
+static inline __m512 bf16_to_f32(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
+static inline __m256i f32_to_bf16(__m512 v) {
+    union {
+        __m256bh h;
+        __m256i i;
+    } u = {.h = _mm512_cvtneps_pbh(v)};
+    return u.i;
+}
+
+/* d[0..n) <- BF16(x) for n positions of packed FP32 x, in natural order; with parts = 3 also
+ * d[kp..kp+n) <- BF16(x - that) and d[2kp..2kp+n) <- BF16 of what is still left, so that the
+ * three BF16 parts sum to x within 2^-24 relative. n % 16 == 0. */
+static void x_to_bf16(uint16_t *d, int kp, int parts, const float *xp, int n) {
     const __m512i perm = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
     for (int b = 0; b < n; b += 16) {
         __m512 v = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(xp + b));
-        union {
-            __m256bh h;
-            __m256i i;
-        } h = {.h = _mm512_cvtneps_pbh(v)}, l;
-        _mm256_storeu_si256((__m256i *)(dh + b), h.i);
-        if (!dl) continue;
-        __m512 hf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h.i), 16));
-        l.h = _mm512_cvtneps_pbh(_mm512_sub_ps(v, hf));
-        _mm256_storeu_si256((__m256i *)(dl + b), l.i);
+        for (int p = 0; p < parts; p++) {
+            __m256i h = f32_to_bf16(v);
+            _mm256_storeu_si256((__m256i *)(d + (size_t)p * kp + b), h);
+            v = _mm512_sub_ps(v, bf16_to_f32(h));
+        }
     }
 }
 
@@ -66,9 +79,10 @@ static inline __m512 dp(__m512 acc, __m512i a, __m512i b) {
     return _mm512_dpbf16_ps(acc, x.h, y.h);
 }
 
-/* ---- Decode: NR rows of W streamed together against the split x ---- */
-static inline __attribute__((always_inline)) void gemv_tile(float *y, const uint16_t *xh, const uint16_t *xl,
-                                                            const uint16_t *w, int K, int NR) {
+/* ---- Decode: NR rows of W streamed together against x in three BF16 parts ---- */
+static inline __attribute__((always_inline)) void gemv_tile(float *y, const uint16_t *x, int kp, const uint16_t *w,
+                                                            int K, int NR) {
+    const uint16_t *xh = x, *xl = x + kp, *xm = x + 2 * (size_t)kp;
     __m512 acc[4][4];
 #pragma GCC unroll 4
     for (int j = 0; j < NR; j++)
@@ -76,8 +90,9 @@ static inline __attribute__((always_inline)) void gemv_tile(float *y, const uint
         for (int q = 0; q < 4; q++) acc[j][q] = _mm512_setzero_ps();
     int b = 0;
     for (; b + 64 <= K; b += 64) {
-        __m512i h0 = _mm512_loadu_si512(xh + b), l0 = _mm512_loadu_si512(xl + b);
+        __m512i h0 = _mm512_loadu_si512(xh + b), l0 = _mm512_loadu_si512(xl + b), m0 = _mm512_loadu_si512(xm + b);
         __m512i h1 = _mm512_loadu_si512(xh + b + 32), l1 = _mm512_loadu_si512(xl + b + 32);
+        __m512i m1 = _mm512_loadu_si512(xm + b + 32);
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++) {
             const uint16_t *r = w + (size_t)j * K + b;
@@ -85,57 +100,53 @@ static inline __attribute__((always_inline)) void gemv_tile(float *y, const uint
             _mm_prefetch((const char *)r + TS_GEMM512_PREFETCH + 64, _MM_HINT_T0);
             __m512i w0 = _mm512_loadu_si512(r), w1 = _mm512_loadu_si512(r + 32);
             acc[j][0] = dp(acc[j][0], w0, h0);
-            acc[j][1] = dp(acc[j][1], w0, l0);
+            acc[j][1] = dp(dp(acc[j][1], w0, m0), w0, l0);
             acc[j][2] = dp(acc[j][2], w1, h1);
-            acc[j][3] = dp(acc[j][3], w1, l1);
+            acc[j][3] = dp(dp(acc[j][3], w1, m1), w1, l1);
         }
     }
     for (; b < K; b += 32) { /* 32 or 16 positions left (K % 16 == 0) */
         __mmask32 m = K - b >= 32 ? 0xffffffffu : 0xffffu;
         __m512i h = _mm512_maskz_loadu_epi16(m, xh + b), l = _mm512_maskz_loadu_epi16(m, xl + b);
+        __m512i mm = _mm512_maskz_loadu_epi16(m, xm + b);
 #pragma GCC unroll 4
         for (int j = 0; j < NR; j++) {
             __m512i wv = _mm512_maskz_loadu_epi16(m, w + (size_t)j * K + b);
             acc[j][0] = dp(acc[j][0], wv, h);
-            acc[j][1] = dp(acc[j][1], wv, l);
+            acc[j][1] = dp(dp(acc[j][1], wv, mm), wv, l);
         }
     }
 #pragma GCC unroll 4
     for (int j = 0; j < NR; j++)
-        y[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][1]),
-                                                  _mm512_add_ps(acc[j][2], acc[j][3])));
+        y[j] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[j][0], acc[j][2]),
+                                                  _mm512_add_ps(acc[j][1], acc[j][3])));
 }
 
-static void gemv_1(float *y, const uint16_t *xh, const uint16_t *xl, const uint16_t *w, int K) {
-    gemv_tile(y, xh, xl, w, K, 1);
-}
-static void gemv_2(float *y, const uint16_t *xh, const uint16_t *xl, const uint16_t *w, int K) {
-    gemv_tile(y, xh, xl, w, K, 2);
-}
-static void gemv_4(float *y, const uint16_t *xh, const uint16_t *xl, const uint16_t *w, int K) {
-    gemv_tile(y, xh, xl, w, K, 4);
-}
+static void gemv_1(float *y, const uint16_t *x, int kp, const uint16_t *w, int K) { gemv_tile(y, x, kp, w, K, 1); }
+static void gemv_2(float *y, const uint16_t *x, int kp, const uint16_t *w, int K) { gemv_tile(y, x, kp, w, K, 2); }
+static void gemv_4(float *y, const uint16_t *x, int kp, const uint16_t *w, int K) { gemv_tile(y, x, kp, w, K, 4); }
 
 #define GEMV_STACK_K 16384
 
 static void gemv(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1, int nr) {
-    uint16_t sh[GEMV_STACK_K] __attribute__((aligned(64))), sl[GEMV_STACK_K] __attribute__((aligned(64)));
-    uint16_t *xh = sh, *xl = sl, *heap = NULL;
+    uint16_t sx[3 * GEMV_STACK_K] __attribute__((aligned(64)));
+    int kp = (K + 31) & ~31;
+    uint16_t *x = sx, *heap = NULL;
     if (K > GEMV_STACK_K) { /* longer rows than any seed model: one allocation per call */
-        heap = aligned_alloc(64, sizeof(uint16_t) * 2 * (size_t)((K + 31) & ~31));
+        heap = aligned_alloc(64, sizeof(uint16_t) * 3 * (size_t)kp);
         if (!heap) {
             ts_cpu_gemm_bf16_scalar(y, 1, xp, K, W, K, 1, n0, n1, (ts_gemm_tile){1, 1, 1});
             return;
         }
-        xh = heap, xl = heap + ((K + 31) & ~31);
+        x = heap;
     }
-    x_to_bf16(xh, xl, xp, K);
+    x_to_bf16(x, kp, 3, xp, K);
     int n = n0;
     if (nr >= 4)
-        for (; n + 4 <= n1; n += 4) gemv_4(y + n, xh, xl, W + (size_t)n * K, K);
+        for (; n + 4 <= n1; n += 4) gemv_4(y + n, x, kp, W + (size_t)n * K, K);
     if (nr >= 2)
-        for (; n + 2 <= n1; n += 2) gemv_2(y + n, xh, xl, W + (size_t)n * K, K);
-    for (; n < n1; n++) gemv_1(y + n, xh, xl, W + (size_t)n * K, K);
+        for (; n + 2 <= n1; n += 2) gemv_2(y + n, x, kp, W + (size_t)n * K, K);
+    for (; n < n1; n++) gemv_1(y + n, x, kp, W + (size_t)n * K, K);
     free(heap);
 }
 
@@ -159,6 +170,17 @@ static void pack_panel(uint32_t *P, const uint16_t *W, int K, int n, int nv, int
     }
 }
 
+static inline __attribute__((always_inline)) void store_tile(float *y, int ldy, __m512 acc[MR][4], int MS,
+                                                             int first) {
+#pragma GCC unroll 6
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            float *d = y + (size_t)i * ldy + 16 * j;
+            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
+        }
+}
+
 static inline __attribute__((always_inline)) void panel_tile(float *y, int ldy, const uint32_t *x, int ldb,
                                                              const uint32_t *P, int np, int MS, int first) {
     __m512 acc[MR][4];
@@ -180,20 +202,43 @@ static inline __attribute__((always_inline)) void panel_tile(float *y, int ldy, 
             acc[i][3] = dp(acc[i][3], b, w3);
         }
     }
+    store_tile(y, ldy, acc, MS, first);
+}
+
+/* The FP32 form (ts_cpu_gemm_f32_avx512): P holds one FP32 weight per row and position. */
+static inline __attribute__((always_inline)) void panel_tile_f32(float *y, int ldy, const float *x, int ldb,
+                                                                 const float *P, int np, int MS, int first) {
+    __m512 acc[MR][4];
 #pragma GCC unroll 6
     for (int i = 0; i < MS; i++)
 #pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            float *d = y + (size_t)i * ldy + 16 * j;
-            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+    for (int p = 0; p < np; p++) {
+        const float *pp = P + (size_t)p * PN;
+        __m512 w0 = _mm512_load_ps(pp), w1 = _mm512_load_ps(pp + 16);
+        __m512 w2 = _mm512_load_ps(pp + 32), w3 = _mm512_load_ps(pp + 48);
+#pragma GCC unroll 6
+        for (int i = 0; i < MS; i++) {
+            __m512 b = _mm512_set1_ps(x[(size_t)i * ldb + p]);
+            acc[i][0] = _mm512_fmadd_ps(b, w0, acc[i][0]);
+            acc[i][1] = _mm512_fmadd_ps(b, w1, acc[i][1]);
+            acc[i][2] = _mm512_fmadd_ps(b, w2, acc[i][2]);
+            acc[i][3] = _mm512_fmadd_ps(b, w3, acc[i][3]);
         }
+    }
+    store_tile(y, ldy, acc, MS, first);
 }
 
+typedef void (*panel_fn)(float *, int, const void *, int, const void *, int, int);
 #define PANEL_FN(MS)                                                                               \
-    static void panel_##MS(float *y, int ldy, const uint32_t *x, int ldb, const uint32_t *P, int np, \
-                           int first) {                                                            \
+    static void panel_##MS(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) { \
         if (first) panel_tile(y, ldy, x, ldb, P, np, MS, 1);                                       \
         else panel_tile(y, ldy, x, ldb, P, np, MS, 0);                                             \
+    }                                                                                              \
+    static void panel_f32_##MS(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) { \
+        if (first) panel_tile_f32(y, ldy, x, ldb, P, np, MS, 1);                                   \
+        else panel_tile_f32(y, ldy, x, ldb, P, np, MS, 0);                                         \
     }
 PANEL_FN(1)
 PANEL_FN(2)
@@ -203,16 +248,64 @@ PANEL_FN(5)
 PANEL_FN(6)
 #undef PANEL_FN
 
-typedef void (*panel_fn)(float *, int, const uint32_t *, int, const uint32_t *, int, int);
-static const panel_fn k_panels[MR + 1] = {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6};
+/* x rows [0, S) of packed FP32 x, positions [k0, k0 + kb), to BF16 pairs (row stride LDB). */
+static void x_block(void *xb, const float *xp, int ldx, int S, int k0, int kb) {
+    for (int s = 0; s < S; s++)
+        x_to_bf16((uint16_t *)((uint32_t *)xb + (size_t)s * LDB), 0, 1, xp + (size_t)s * ldx + k0, kb);
+}
 
-/* x rows [0, S) of a BF16 block (row stride ldb pairs) against one packed panel of W rows
- * [n, n + nv) over positions [k0, k0 + kb). While it runs it prefetches the W rows of the
+/* The same rows copied as FP32 (packed order kept): the copy's row stride is what matters,
+ * activation rows 4 KiB multiples apart would map the block onto a fraction of the L2 sets. */
+static void x_block_f32(void *xb, const float *xp, int ldx, int S, int k0, int kb) {
+    for (int s = 0; s < S; s++) memcpy((float *)xb + (size_t)s * LDB, xp + (size_t)s * ldx + k0, sizeof(float) * kb);
+}
+
+/* P[p * 64 + j] = W[n + j][k] in FP32 for the packed positions p of [k0, k0 + kb) (in each
+ * 16-block the 8 even positions, then the 8 odd, as the activations are packed); rows j >= nv
+ * are zero. kb % 16 == 0. */
+static void pack_panel_f32(void *Pv, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+    float *P = Pv;
+    for (int g = 0; g < PN; g += 16) {
+        int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
+        for (int b = 0; b < kb; b += 16) {
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nrow ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
+                                                        (const __m256i *)(W + (size_t)(n + g + i) * K + k0 + b))),
+                                                    16)
+                                : _mm512_setzero_si512();
+            ts_transpose16_epi32(r); /* r[c]: natural position c of the 16 rows */
+            float *d = P + (size_t)b * PN + g;
+            for (int c = 0; c < 16; c++) _mm512_store_ps(d + (size_t)((c & 1) ? 8 + c / 2 : c / 2) * PN, _mm512_castsi512_ps(r[c]));
+        }
+    }
+}
+
+static void pack_panel_bf16(void *P, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+    pack_panel(P, W, K, n, nv, k0, kb);
+}
+
+/* What differs between the two prefill kernels; the blocking around them is shared. */
+typedef struct panel_ops {
+    int kb;    /* K positions per block (a 32 KiB panel either way) */
+    int per;   /* K positions per panel step: 2 (BF16 pairs) or 1 */
+    void (*x_block)(void *xb, const float *xp, int ldx, int S, int k0, int kb);
+    void (*pack)(void *P, const uint16_t *W, int K, int n, int nv, int k0, int kb);
+    panel_fn tiles[MR + 1];
+} panel_ops;
+
+static const panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_bf16,
+                                 {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}};
+static const panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32,
+                                {0, panel_f32_1, panel_f32_2, panel_f32_3, panel_f32_4, panel_f32_5, panel_f32_6}};
+
+/* x rows [0, S) of a block (row stride LDB 4-byte elements) against one packed panel of W
+ * rows [n, n + nv) over positions [k0, k0 + kb). While it runs it prefetches the W rows of the
  * next panel: rows [pn, pn + pnv) at position pk (none when pk >= K). */
-static void panel_rows(float *y, int ldy, const uint32_t *xb, int ldb, const uint32_t *P, const uint16_t *W,
+static void panel_rows(const panel_ops *o, float *y, int ldy, const uint32_t *xb, const void *P, const uint16_t *W,
                        int K, int S, int n, int nv, int k0, int kb, int pn, int pnv, int pk) {
     float edge[MR * PN];
-    int first = k0 == 0, np = kb / 2, pl = (kb * 2 + 63) / 64;
+    int first = k0 == 0, np = kb / o->per, pl = (kb * 2 + 63) / 64;
     int ptot = pk < K ? pnv * pl : 0, ntiles = (S + MR - 1) / MR;
     int pstep = (ptot + ntiles - 1) / ntiles, prow = 0, pline = 0;
     for (int s = 0, ms; s < S; s += ms) {
@@ -224,74 +317,106 @@ static void panel_rows(float *y, int ldy, const uint32_t *xb, int ldb, const uin
             if (++pline == pl) pline = 0, prow++;
         }
         float *ys = y + (size_t)s * ldy + n;
-        const uint32_t *xs = xb + (size_t)s * ldb;
+        const uint32_t *xs = xb + (size_t)s * LDB;
         if (nv == PN) {
-            k_panels[ms](ys, ldy, xs, ldb, P, np, first);
+            o->tiles[ms](ys, ldy, xs, LDB, P, np, first);
             continue;
         }
         for (int i = 0; i < ms; i++)
             for (int j = 0; j < PN; j++) edge[i * PN + j] = j < nv && !first ? ys[(size_t)i * ldy + j] : 0;
-        k_panels[ms](edge, PN, xs, ldb, P, np, first);
+        o->tiles[ms](edge, PN, xs, LDB, P, np, first);
         for (int i = 0; i < ms; i++)
             for (int j = 0; j < nv; j++) ys[(size_t)i * ldy + j] = edge[i * PN + j];
     }
 }
 
-/* x rows [0, S) of packed FP32 x, positions [k0, k0 + kb), to BF16 pairs (row stride LDB). */
-static void x_block(uint32_t *xb, const float *xp, int ldx, int S, int k0, int kb) {
-    for (int s = 0; s < S; s++) x_to_bf16((uint16_t *)(xb + (size_t)s * LDB), NULL, xp + (size_t)s * ldx + k0, kb);
-}
-
 /* Few rows: panels outer, so each panel's W rows are read start to end while its y tile stays
- * in L1; the x block (<= 16 rows) is converted again for every panel, which costs less than a
+ * in L1; the x block (<= 16 rows) is prepared again for every panel, which costs less than a
  * quarter of the panel packing. */
-static void gemm_small(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
-                       int n1, uint32_t *P) {
+static void gemm_small(const panel_ops *o, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+                       int S, int n0, int n1, uint32_t *P) {
     uint32_t xb[TS_GEMM512_SMALL_S * LDB] __attribute__((aligned(64)));
     for (int n = n0; n < n1; n += PN) {
         int nv = n1 - n < PN ? n1 - n : PN;
-        for (int k0 = 0; k0 < K; k0 += TS_GEMM512_KB) {
-            int kb = K - k0 < TS_GEMM512_KB ? K - k0 : TS_GEMM512_KB;
-            int pn = n, pk = k0 + TS_GEMM512_KB;
+        for (int k0 = 0; k0 < K; k0 += o->kb) {
+            int kb = K - k0 < o->kb ? K - k0 : o->kb;
+            int pn = n, pk = k0 + o->kb;
             if (pk >= K) pn = n + PN, pk = pn < n1 ? 0 : K;
             int pnv = n1 - pn < PN ? n1 - pn : PN;
-            x_block(xb, xp, ldx, S, k0, kb);
-            pack_panel(P, W, K, n, nv, k0, kb);
-            panel_rows(y, ldy, xb, LDB, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
+            o->x_block(xb, xp, ldx, S, k0, kb);
+            o->pack(P, W, K, n, nv, k0, kb);
+            panel_rows(o, y, ldy, xb, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
         }
     }
 }
 
-static void gemm_panels(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
-                        int n1) {
+static void gemm_panels(const panel_ops *o, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+                        int S, int n0, int n1) {
     uint32_t P[KP * PN] __attribute__((aligned(64)));
     uint32_t *xb = S > TS_GEMM512_SMALL_S ? aligned_alloc(64, sizeof(uint32_t) * (size_t)S * LDB) : NULL;
     if (!xb) { /* few rows, or no memory for the x block: 16 rows at a time */
         for (int s = 0; s < S; s += TS_GEMM512_SMALL_S) {
             int ss = S - s < TS_GEMM512_SMALL_S ? S - s : TS_GEMM512_SMALL_S;
-            gemm_small(y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, ss, n0, n1, P);
+            gemm_small(o, y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, ss, n0, n1, P);
         }
         return;
     }
-    /* K blocks outer: the BF16 x block (S x KB) stays in L2 across all panels. */
-    for (int k0 = 0; k0 < K; k0 += TS_GEMM512_KB) {
-        int kb = K - k0 < TS_GEMM512_KB ? K - k0 : TS_GEMM512_KB;
-        x_block(xb, xp, ldx, S, k0, kb);
+    /* K blocks outer: the x block (S x KB) stays in L2 across all panels. */
+    for (int k0 = 0; k0 < K; k0 += o->kb) {
+        int kb = K - k0 < o->kb ? K - k0 : o->kb;
+        o->x_block(xb, xp, ldx, S, k0, kb);
         for (int n = n0; n < n1; n += PN) {
             int nv = n1 - n < PN ? n1 - n : PN;
             int pn = n + PN, pk = k0;
-            if (pn >= n1) pn = n0, pk = k0 + TS_GEMM512_KB;
+            if (pn >= n1) pn = n0, pk = k0 + o->kb;
             int pnv = n1 - pn < PN ? n1 - pn : PN;
-            pack_panel(P, W, K, n, nv, k0, kb);
-            panel_rows(y, ldy, xb, LDB, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
+            o->pack(P, W, K, n, nv, k0, kb);
+            panel_rows(o, y, ldy, xb, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
         }
     }
     free(xb);
 }
 
-void ts_cpu_gemm_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
-                             int n0, int n1, ts_gemm_tile t) {
+void ts_cpu_gemm_bf16_avx512_dp(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
+                                int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
     if (S == 1) gemv(y, xp, W, K, n0, n1, t.nr);
-    else gemm_panels(y, ldy, xp, ldx, W, K, S, n0, n1);
+    else gemm_panels(&k_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
+}
+
+void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
+                            int n1, ts_gemm_tile t) {
+    if (n0 >= n1 || S < 1) return;
+    if (S == 1) gemv(y, xp, W, K, n0, n1, t.nr);
+    else gemm_panels(&k_f32, y, ldy, xp, ldx, W, K, S, n0, n1);
+}
+
+static int g_prefill_f32;
+
+static void choose_prefill(void) {
+    const char *e = getenv("TESSERA_AVX512_PREFILL");
+    if (e && (!strcmp(e, "bf16") || !strcmp(e, "f32"))) {
+        g_prefill_f32 = !strcmp(e, "f32");
+        return;
+    }
+    double best_dp = 1e30, best_fma = 1e30;
+    for (int r = 0; r < 3; r++) { /* alternating, best of 3: 40k instructions each */
+        struct timespec a, b, c;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        double f_dp = ts_probe_dpbf16_avx512(4000);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double f_fma = ts_probe_fma_avx512(4000);
+        clock_gettime(CLOCK_MONOTONIC, &c);
+        double t_dp = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        double t_fma = (double)(c.tv_sec - b.tv_sec) + 1e-9 * (double)(c.tv_nsec - b.tv_nsec);
+        if (t_dp / f_dp < best_dp) best_dp = t_dp / f_dp; /* seconds per flop */
+        if (t_fma / f_fma < best_fma) best_fma = t_fma / f_fma;
+    }
+    g_prefill_f32 = best_dp * 1.25 <= best_fma ? 0 : 1;
+}
+
+int ts_cpu_avx512_prefill_f32(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_prefill);
+    return g_prefill_f32;
 }

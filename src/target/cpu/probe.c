@@ -7,9 +7,11 @@
 #include <string.h>
 #include <time.h>
 #include "core/clock.h"
+#include "target/cpu/gemm.h"
 
 typedef struct probe_ctx {
     ts_cpu_variant v;
+    int f32; /* avx512bf16 with the FP32 prefill kernel */
     long iters;
     const uint8_t *buf;
     size_t bytes;
@@ -27,7 +29,7 @@ static double fma_scalar(long iters) {
 static void fma_job(void *p, int ith, int nth) {
     probe_ctx *c = p;
     (void)nth;
-    c->flops[ith] = c->v >= TS_CPU_AVX512BF16 ? ts_probe_dpbf16_avx512(c->iters)
+    c->flops[ith] = c->v >= TS_CPU_AVX512BF16 ? (c->f32 ? ts_probe_fma_avx512(c->iters) : ts_probe_dpbf16_avx512(c->iters))
                     : c->v >= TS_CPU_AVX2      ? ts_probe_fma_avx2(c->iters)
                                                : fma_scalar(c->iters);
 }
@@ -48,11 +50,14 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
     probe_ctx *c = calloc(1, sizeof *c);
     int nth = ts_pool_size(pool);
     out->flops_gflops = out->read_gbs = 0;
-    out->flops_instr = v >= TS_CPU_AVX512BF16 ? "vdpbf16ps zmm (BF16 pairs, FP32 accumulate)"
+    /* the instruction the prefill GEMM of this variant uses on this core (gemm.h) */
+    int f32 = v >= TS_CPU_AVX512BF16 && ts_cpu_avx512_prefill_f32();
+    out->flops_instr = v >= TS_CPU_AVX512BF16 ? (f32 ? "vfmadd231ps zmm (FP32 FMA)" : "vdpbf16ps zmm (BF16 pairs, FP32 accumulate)")
                        : v >= TS_CPU_AVX2     ? "vfmadd231ps ymm (FP32 FMA)"
                                               : "scalar FP32 multiply-add";
     if (!c) return;
     c->v = v;
+    c->f32 = f32;
     c->iters = v >= TS_CPU_AVX2 ? 20000000 : 4000000;
     for (int t = 0; t < trials; t++) {
         double a = ts_now_s();

@@ -17,6 +17,7 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out);
 /* Per-thread kernels (exposed for the variant files). */
 double ts_probe_fma_avx2(long iters); /* returns flops done */
 double ts_probe_dpbf16_avx512(long iters); /* returns flops done */
+double ts_probe_fma_avx512(long iters);   /* returns flops done */
 double ts_probe_read_avx2(const void *buf, size_t bytes); /* returns a checksum */
 
 #endif

@@ -18,3 +18,13 @@ double ts_probe_dpbf16_avx512(long iters) {
     /* The result feeds the return value so the loop cannot be removed. */
     return (double)iters * 12 * 64 + (_mm512_reduce_add_ps(s) == 12345.0f);
 }
+
+double ts_probe_fma_avx512(long iters) {
+    __m512 a[12], m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int i = 0; i < 12; i++) a[i] = _mm512_set1_ps((float)i);
+    for (long it = 0; it < iters; it++)
+        for (int i = 0; i < 12; i++) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    __m512 s = a[0];
+    for (int i = 1; i < 12; i++) s = _mm512_add_ps(s, a[i]);
+    return (double)iters * 12 * 32 + (_mm512_reduce_add_ps(s) == 12345.0f);
+}
