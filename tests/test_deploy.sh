@@ -54,7 +54,13 @@ assert len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) >= 1 + 5 + 5
 p7 = json.load(open(d + "/phase7.json"))
 assert p7["verdict"] in ("PASS", "PASS-with-warnings"), p7["verdict"]
 assert any("TTFT at 16 tokens" in c["check"] for c in p7["checks"]), "no re-measured claims"
+assert m["target"]["prefill_kernel"] and m["target"]["variant"] in rep, m["target"]
+assert any(c["check"].startswith("kernels as deployed: " + m["target"]["variant"]) and c["result"] == "OK"
+           for c in p7["checks"]), [c["check"] for c in p7["checks"]]
 PY
+# Evaluated with other kernels than it was measured with (another CPU): said as a warning.
+expect 9 "this CPU runs the scalar kernels; the deployment was measured with" -- \
+    env TESSERA_CPU_VARIANT=scalar "$BIN" eval "$D" --threads 2
 
 # A fault in one step: the gates fail (exit 8) and the diagnosis names the step.
 M="$TMP/m-qwen3-0.6b-tiny"

@@ -18,6 +18,7 @@
 #include "io/mmap.h"
 #include "io/sha256.h"
 #include "target/cpu/cpu_target.h"
+#include "target/cpu/gemm.h"
 
 typedef struct checks {
     FILE *md, *out;
@@ -38,6 +39,22 @@ static void note(checks *k, int level, const char *fmt, ...) {
     fprintf(k->md, "| %s | %s |\n", tag[level], msg);
     json_array_append_new(k->rows, json_pack("{s:s, s:s}", "result", tag[level], "check", msg));
     if (k->out) fprintf(k->out, "  %-4s %s\n", tag[level], msg);
+}
+
+/* The kernels this process runs against those the deployment was measured with: another
+ * variant (a different CPU) or another AVX-512 prefill kernel (the per-core probe, gemm.h)
+ * changes the numbers phase 7 re-measures, so it is said before them. */
+static void check_kernels(checks *k, const json_t *man) {
+    const json_t *t = json_object_get(man, "target");
+    const char *var = json_string_value(json_object_get(t, "variant"));
+    const char *pk = json_string_value(json_object_get(t, "prefill_kernel"));
+    ts_cpu_variant v = ts_cpu_best_variant();
+    const char *now_var = ts_cpu_variant_name(v), *now_pk = ts_cpu_prefill_kernel_name(v);
+    if (var && strcmp(var, now_var))
+        note(k, 1, "this CPU runs the %s kernels; the deployment was measured with %s", now_var, var);
+    else if (pk && strcmp(pk, now_pk))
+        note(k, 1, "this process's prefill GEMM is %s; the deployment was measured with %s", now_pk, pk);
+    else note(k, 0, "kernels as deployed: %s%s%s", now_var, pk ? ", prefill " : "", pk ? pk : "");
 }
 
 static void check_hashes(checks *k, const json_t *model, const char *dir) {
@@ -230,6 +247,7 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
             dir, mdir, (unsigned long long)o->seed, ts_version());
     if (o->out) fprintf(o->out, "phase 7 (evaluate): %s (model %s, seed %llu)\n", dir, mdir, (unsigned long long)o->seed);
     check_hashes(&k, model, mdir);
+    check_kernels(&k, man);
     audit_thresholds(&k, man);
     recorded_gates(&k, man);
     ts_model *m = NULL;
