@@ -154,7 +154,8 @@ static void gemv(float *y, const float *xp, const uint16_t *W, int K, int n0, in
 
 /* P[p * 64 + j] = pair p of W row n + j over positions [k0, k0 + kb): rows j >= nv are zero.
  * kb % 16 == 0; a final 16-position block fills 8 pairs (the rest of its 16 are zero). */
-static void pack_panel(uint32_t *P, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+static void pack_panel(void *Pv, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+    uint32_t *P = Pv;
     for (int g = 0; g < PN; g += 16) {
         int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
         for (int b = 0; b < kb; b += 32) {
@@ -281,10 +282,6 @@ static void pack_panel_f32(void *Pv, const uint16_t *W, int K, int n, int nv, in
     }
 }
 
-static void pack_panel_bf16(void *P, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
-    pack_panel(P, W, K, n, nv, k0, kb);
-}
-
 /* What differs between the two prefill kernels; the blocking around them is shared. */
 typedef struct panel_ops {
     int kb;    /* K positions per block (a 32 KiB panel either way) */
@@ -294,7 +291,7 @@ typedef struct panel_ops {
     panel_fn tiles[MR + 1];
 } panel_ops;
 
-static const panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_bf16,
+static const panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,
                                  {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}};
 static const panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32,
                                 {0, panel_f32_1, panel_f32_2, panel_f32_3, panel_f32_4, panel_f32_5, panel_f32_6}};
