@@ -27,6 +27,14 @@ int cli_parse_int(const char *s, long long lo, long long hi, long long *out);
 struct ts_session_opts;
 struct ts_deployment;
 ts_status cli_resolve_deployment(const char *cmd, struct ts_session_opts *o, struct ts_deployment *d, ts_error *err);
+/* Parses the flag at argv[*i] if it is a session option (-n, --temp, --top-k, --top-p, --min-p,
+ * --repeat-penalty, --seed, --stop, --threads, --tokenizer, --ctx, --system, --weights,
+ * --no-think, --think), advancing *i past its value. Returns 1 when consumed, 0 when not a
+ * session flag, -1 on a bad value (err says which flag and what was expected). */
+struct ts_session_opts;
+int cli_session_parse_flag(struct ts_session_opts *o, int argc, char **argv, int *i, ts_error *err);
+/* One line per session flag, for --help. */
+const char *cli_session_flags_help(void);
 /* Exit code for a status: 0 for TS_OK, otherwise the status number (1..8). */
 int cli_exit_code(ts_status s);
 

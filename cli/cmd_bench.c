@@ -1,7 +1,8 @@
 /* tessera bench MODEL [--prefill 128,512] [--decode 128] [--gen N] [--threads N] [--trials N]
  *                     [--json]
  * Prefill and decode speed of the cpu target, with this machine's own peaks (FMA throughput,
- * streaming read bandwidth) measured in the same run, so results are quoted as fractions. */
+ * streaming read bandwidth) measured in the same run, so results are quoted as fractions. The
+ * timing is deploy/measure.h's, the same harness phases 4, 5 and 7 use. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,11 +10,12 @@
 #include <time.h>
 
 #include "cli.h"
-#include "io/mmap.h"
-#include "model/model.h"
-#include "target/cpu/cpu_target.h"
-#include "target/cpu/probe.h"
 #include "core/clock.h"
+#include "core/pool.h"
+#include "deploy/gates.h"
+#include "deploy/measure.h"
+#include "deploy/tiles.h"
+#include "model/model.h"
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
@@ -31,19 +33,6 @@ static long proc_kb(const char *file, const char *key) {
         if (!strncmp(line, key, n)) kb = atol(line + n);
     if (f) fclose(f);
     return kb;
-}
-
-typedef struct stat {
-    double mean, sd;
-} stat;
-
-static stat stats(const double *x, int n) {
-    stat s = {0, 0};
-    for (int i = 0; i < n; i++) s.mean += x[i];
-    s.mean /= n;
-    for (int i = 0; i < n; i++) s.sd += (x[i] - s.mean) * (x[i] - s.mean);
-    s.sd = n > 1 ? sqrt(s.sd / (n - 1)) : 0;
-    return s;
 }
 
 #define MAX_SIZES 8
@@ -72,7 +61,7 @@ int cmd_bench(int argc, char **argv) {
             return cli_usage("bench", k_usage, "numeric option out of range");
     }
     if (!dir) return cli_usage("bench", k_usage, "expects MODEL_DIR");
-    int sizes[MAX_SIZES], n_sizes = 0, max_s = (int)(decode_ctx + gen);
+    int sizes[MAX_SIZES], n_sizes = 0;
     for (const char *p = prefill; *p;) {
         if (n_sizes == MAX_SIZES) return cli_usage("bench", k_usage, "--prefill takes at most 8 sizes");
         long long v;
@@ -83,7 +72,6 @@ int cmd_bench(int argc, char **argv) {
         buf[len] = 0;
         if (cli_parse_int(buf, 1, 1 << 20, &v)) return cli_usage("bench", k_usage, "--prefill expects sizes like 128,512");
         sizes[n_sizes++] = (int)v;
-        if (v > max_s) max_s = (int)v;
         p += len + (p[len] == ',');
     }
     if (n_sizes == 0) return cli_usage("bench", k_usage, "--prefill expects sizes like 128,512");
@@ -93,71 +81,52 @@ int cmd_bench(int argc, char **argv) {
     ts_model *m;
     ts_status s = ts_model_open(dir, &m, &err);
     if (s) return cli_fail("bench", s, &err);
-    ts_cpu *cp;
-    ts_cpu_opts o = {.n_threads = (int)threads, .force_variant = -1, .disable = copy_weights ? TS_OPT_ZERO_COPY : 0,
-                     .release_source = 1};
-    if ((s = ts_cpu_new(m, max_s, &o, &cp, &err))) {
-        ts_model_close(m);
-        return cli_fail("bench", s, &err);
-    }
-    /* As a copying session of `tessera run` does: the mapped pages go, the copy stays. */
-    if (copy_weights)
-        for (int i = 0; i < m->store.n_maps; i++) ts_mmap_release(&m->store.maps[i]);
-    double t_load = ts_now_s() - t0;
-    if (autotune && (s = ts_cpu_autotune(cp, sizes[n_sizes - 1], as_json ? stderr : stdout, &err))) {
-        ts_cpu_free(cp);
-        ts_model_close(m);
-        return cli_fail("bench", s, &err);
-    }
-    const ts_config *c = ts_model_config(m);
-    int V = c->n_vocab, H = c->n_embd, L = c->n_layers, hd = c->head_dim;
-    double Q = (double)c->n_heads * hd, KV = (double)c->n_kv_heads * hd;
-    double mat_params = (double)L * (H * Q + 2 * H * KV + Q * H + 3.0 * H * c->n_ff);
-    int32_t *toks = malloc(sizeof(int32_t) * (size_t)max_s);
-    float *logits = malloc(sizeof(float) * (size_t)V);
-    for (int i = 0; i < max_s; i++) toks[i] = (int32_t)((i * 2654435761u) % (unsigned)V);
-
-    /* Prefill: the first run of the first size is the cold one (weights paged in). */
-    double cold_ttft = 0, pf_tok_s[MAX_SIZES], pf_sd[MAX_SIZES], pf_gflops[MAX_SIZES];
-    double *tv = malloc(sizeof(double) * (size_t)trials);
-    for (int k = 0; k < n_sizes; k++) {
-        int S = sizes[k];
-        for (int t = -1; t < trials; t++) {
-            ts_cpu_reset(cp);
-            double a = ts_now_s();
-            if ((s = ts_cpu_forward(cp, toks, S, logits, 0, NULL, &err))) goto fail;
-            double dt = ts_now_s() - a;
-            if (t < 0 && k == 0) cold_ttft = t_load + dt;
-            if (t >= 0) tv[t] = S / dt;
+    double t_open = ts_now_s() - t0;
+    int nth = ts_pool_resolve_threads((int)threads);
+    json_t *tiles = NULL;
+    if (autotune) {
+        ts_cpu *cp;
+        ts_cpu_opts co = {.n_threads = nth, .force_variant = -1};
+        if (!(s = ts_cpu_new(m, sizes[n_sizes - 1], &co, &cp, &err))) {
+            s = ts_cpu_autotune(cp, sizes[n_sizes - 1], ts_threshold_find("phase1", "rel_l2")->value,
+                                as_json ? stderr : stdout, &err);
+            if (!s) tiles = ts_tiles_json(cp);
+            ts_cpu_free(cp);
         }
-        stat st = stats(tv, (int)trials);
-        pf_tok_s[k] = st.mean;
-        pf_sd[k] = st.sd;
-        double flops = 2 * mat_params * S + (double)L * 4 * c->n_heads * hd * (double)S * (S + 1) / 2 + 2.0 * V * H;
-        pf_gflops[k] = flops / (S / st.mean) / 1e9;
+        if (s) {
+            ts_model_close(m);
+            return cli_fail("bench", s, &err);
+        }
     }
-    /* Decode: gen tokens after a decode_ctx-token prompt. */
-    for (int t = 0; t < trials; t++) {
-        ts_cpu_reset(cp);
-        if ((s = ts_cpu_forward(cp, toks, (int)decode_ctx, logits, 0, NULL, &err))) goto fail;
-        double a = ts_now_s();
-        for (int g = 0; g < gen; g++)
-            if ((s = ts_cpu_forward(cp, toks + decode_ctx + g, 1, logits, 0, NULL, &err))) goto fail;
-        tv[t] = gen / (ts_now_s() - a);
-    }
-    stat dec = stats(tv, (int)trials);
-    double avg_ctx = decode_ctx + gen / 2.0;
-    double bytes_tok = 2 * mat_params + 2.0 * V * H + (double)L * avg_ctx * 2 * KV * 4;
-    long before = ts_cpu_dispatches(cp);
-    ts_cpu_forward(cp, toks, 1, logits, 0, NULL, &err); /* may exceed capacity: count only */
-    long per_tok = ts_cpu_dispatches(cp) - before;
+    /* A copying plan drops the mapped pages as a copying `tessera run` does. */
+    ts_measure_opts mo = {.threads = nth, .trials = (int)trials, .disable = copy_weights ? TS_OPT_ZERO_COPY : 0,
+                          .tiles = tiles, .release_source = copy_weights};
+    const ts_config *c = ts_model_config(m);
+    ts_measurement pf[MAX_SIZES] = {{0}}, dec = {0};
+    for (int k = 0; k < n_sizes && !s; k++) s = ts_measure_prefill(m, &mo, sizes[k], &pf[k], &err);
+    if (!s) s = ts_measure_decode(m, &mo, (int)decode_ctx, (int)gen, &dec, &err);
     double rss_mb = proc_kb("/proc/self/status", "VmHWM:") / 1024.0; /* before the probes' 1 GiB buffer */
     double huge_mb = proc_kb("/proc/self/smaps_rollup", "AnonHugePages:") / 1024.0; /* copied weights in THP */
     ts_peaks pk;
-    ts_probe_peaks(ts_cpu_pool(cp), ts_cpu_variant_of(cp), 3, &pk);
+    if (!s) s = ts_measure_peaks(m, nth, 3, &pk, &err);
+    if (s) {
+        for (int k = 0; k < n_sizes; k++) ts_measurement_free(&pf[k]);
+        ts_measurement_free(&dec);
+        json_decref(tiles);
+        ts_model_close(m);
+        return cli_fail("bench", s, &err);
+    }
+    double pf_gflops[MAX_SIZES];
+    for (int k = 0; k < n_sizes; k++) pf_gflops[k] = ts_measure_prefill_flops(c, sizes[k]) / (pf[k].mean_ms / 1e3) / 1e9;
+    const ts_measurement *last = &pf[n_sizes - 1];
+    double bytes_tok = ts_measure_decode_bytes(c, decode_ctx + gen / 2.0);
     double pf_frac = pf_gflops[n_sizes - 1] / pk.flops_gflops;
-    double dec_gbs = bytes_tok * dec.mean / 1e9, dec_frac = dec_gbs / pk.read_gbs;
-    double dpl = (double)(per_tok > 0 ? per_tok - 1 : 3 * L) / L;
+    double dec_gbs = bytes_tok * dec.rate / 1e9, dec_frac = dec_gbs / pk.read_gbs;
+    /* Load: opening the model and creating the first session; cold TTFT adds its first prefill. */
+    double t_load = t_open + pf[0].create_ms / 1e3, cold_ttft = t_open + pf[0].cold_ms / 1e3;
+    const char *variant = ts_cpu_variant_name(ts_cpu_best_variant());
+    /* Counted, not declared: the regions one decoded token ran, less the LM head's, per layer. */
+    double dpl = (dec.dispatches_per_run - 1) / c->n_layers;
     if (as_json) {
         printf("{\"model\": \"%s\", \"target\": \"cpu\", \"variant\": \"%s\", \"threads\": %d, "
                "\"prefill_tokens\": %d, \"prefill_tok_s\": %.3f, \"prefill_tok_s_sd\": %.3f, "
@@ -168,35 +137,29 @@ int cmd_bench(int argc, char **argv) {
                "\"dispatches_per_layer\": %.2f, \"load_s\": %.3f, \"cold_ttft_s\": %.3f, "
                "\"rss_peak_mb\": %.1f, \"anon_huge_mb\": %.1f, \"copied_weights\": %s, \"trials\": %lld, "
                "\"prefill\": [",
-               dir, ts_cpu_variant_name(ts_cpu_variant_of(cp)), ts_cpu_threads(cp), sizes[n_sizes - 1],
-               pf_tok_s[n_sizes - 1], pf_sd[n_sizes - 1], pf_gflops[n_sizes - 1], decode_ctx, dec.mean,
-               dec.sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac, dec_frac,
-               dpl, t_load, cold_ttft, rss_mb, huge_mb, copy_weights ? "true" : "false", trials);
+               dir, variant, nth, sizes[n_sizes - 1], last->rate, last->rate_sd, pf_gflops[n_sizes - 1], decode_ctx,
+               dec.rate, dec.rate_sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac,
+               dec_frac, dpl, t_load, cold_ttft, rss_mb, huge_mb, copy_weights ? "true" : "false", trials);
         for (int k = 0; k < n_sizes; k++)
             printf("%s{\"tokens\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"gflops\": %.2f}", k ? ", " : "",
-                   sizes[k], pf_tok_s[k], pf_sd[k], pf_gflops[k]);
+                   sizes[k], pf[k].rate, pf[k].rate_sd, pf_gflops[k]);
         printf("]}\n");
     } else {
-        printf("bench %s: cpu target, %s, %d threads, %lld trials\n", dir,
-               ts_cpu_variant_name(ts_cpu_variant_of(cp)), ts_cpu_threads(cp), trials);
+        printf("bench %s: cpu target, %s, %d threads, %lld trials\n", dir, variant, nth, trials);
         printf("machine peaks (this run): %.1f GFLOP/s %s, %.1f GB/s streaming read\n", pk.flops_gflops,
                pk.flops_instr, pk.read_gbs);
         for (int k = 0; k < n_sizes; k++)
             printf("prefill %5d tokens: %8.2f tok/s (sd %.2f)  %7.1f GFLOP/s = %.1f%% of peak\n", sizes[k],
-                   pf_tok_s[k], pf_sd[k], pf_gflops[k], 100 * pf_gflops[k] / pk.flops_gflops);
+                   pf[k].rate, pf[k].rate_sd, pf_gflops[k], 100 * pf_gflops[k] / pk.flops_gflops);
         printf("decode at %lld ctx:   %8.2f tok/s (sd %.2f)  %7.1f GB/s = %.1f%% of read peak (%.0f MB/token)\n",
-               decode_ctx, dec.mean, dec.sd, dec_gbs, 100 * dec_frac, bytes_tok / 1e6);
-        printf("dispatches per layer %.0f; load %.3f s; cold time to first token %.3f s; peak RSS %.0f MB\n",
-               dpl, t_load, cold_ttft, rss_mb);
+               decode_ctx, dec.rate, dec.rate_sd, dec_gbs, 100 * dec_frac, bytes_tok / 1e6);
+        printf("dispatches per layer %.0f; load %.3f s; cold time to first token %.3f s; peak RSS %.0f MB\n", dpl,
+               t_load, cold_ttft, rss_mb);
         if (copy_weights) printf("weights copied at load: %.0f MB of it in transparent huge pages\n", huge_mb);
     }
-    free(toks), free(logits), free(tv);
-    ts_cpu_free(cp);
+    for (int k = 0; k < n_sizes; k++) ts_measurement_free(&pf[k]);
+    ts_measurement_free(&dec);
+    json_decref(tiles);
     ts_model_close(m);
     return 0;
-fail:
-    free(toks), free(logits), free(tv);
-    ts_cpu_free(cp);
-    ts_model_close(m);
-    return cli_fail("bench", s, &err);
 }

@@ -30,14 +30,14 @@ int cmd_chat(int argc, char **argv) {
     int verbose = 0;
     ts_error err;
     for (int i = 1; i < argc; i++) {
-        int r = ts_session_parse_flag(&o, argc, argv, &i, &err);
+        int r = cli_session_parse_flag(&o, argc, argv, &i, &err);
         if (r < 0) return cli_usage("chat", k_usage, err.msg);
         if (r) continue;
         if (!strcmp(argv[i], "--verbose") || !strcmp(argv[i], "-v")) verbose = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n\nOne user message per line on stdin; EOF (Ctrl-D) ends the chat.\n%s"
                    "  --verbose            speed and cache reuse after each reply (always on a terminal)\n",
-                   k_usage, ts_session_flags_help());
+                   k_usage, cli_session_flags_help());
             return 0;
         } else if (argv[i][0] == '-' || o.model_dir) {
             fprintf(stderr, "tessera chat: unexpected argument \"%s\"\n", argv[i]);

@@ -5,7 +5,7 @@
 #include <time.h>
 
 #include "cli.h"
-#include "deploy/evaluate.h"
+#include "deploy/phases.h"
 
 static const char *k_usage = "tessera eval DEPLOY_DIR [--seed N] [--threads N]";
 

@@ -53,7 +53,7 @@ int cmd_run(int argc, char **argv) {
     int chat = 0, show_ids = 0;
     ts_error err;
     for (int i = 1; i < argc; i++) {
-        int r = ts_session_parse_flag(&o, argc, argv, &i, &err);
+        int r = cli_session_parse_flag(&o, argc, argv, &i, &err);
         if (r < 0) return cli_usage("run", k_usage, err.msg);
         if (r) continue;
         if ((!strcmp(argv[i], "-p") || !strcmp(argv[i], "--prompt")) && i + 1 < argc) prompt = argv[++i];
@@ -62,7 +62,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n\n%s  --chat               wrap the prompt as one user turn of the chat template\n"
                    "  --show-ids           print the generated token ids to stderr at the end\n",
-                   k_usage, ts_session_flags_help());
+                   k_usage, cli_session_flags_help());
             return 0;
         } else if (argv[i][0] == '-' || o.model_dir) {
             fprintf(stderr, "tessera run: unexpected argument \"%s\"\n", argv[i]);

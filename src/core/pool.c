@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "core/error.h"
 
@@ -153,3 +154,10 @@ void ts_pool_barrier(ts_pool *p) {
         if (++spins < SPIN_BEFORE_YIELD) cpu_relax();
         else sched_yield();
 }
+
+int ts_pool_default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)(n < 1024 ? n : 1024) : 1;
+}
+
+int ts_pool_resolve_threads(int requested) { return requested > 0 ? requested : ts_pool_default_threads(); }

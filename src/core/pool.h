@@ -9,6 +9,12 @@ typedef struct ts_pool ts_pool;
 /* Work item: called on every thread with ith in [0, nth). */
 typedef void (*ts_pool_fn)(void *ctx, int ith, int nth);
 
+/* The thread count when none is asked for: every online core. Callers resolve a requested 0
+ * through this once and pass and record the real number from then on. */
+int ts_pool_default_threads(void);
+/* requested > 0: itself; otherwise ts_pool_default_threads(). */
+int ts_pool_resolve_threads(int requested);
+
 ts_status ts_pool_new(int n_threads, ts_pool **out, ts_error *err);
 void ts_pool_free(ts_pool *p);
 int ts_pool_size(const ts_pool *p);

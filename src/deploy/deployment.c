@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "deploy/perf.h"
+#include "deploy/tiles.h"
 #include "deploy/placement.h"
 #include "io/mmap.h"
 
@@ -44,7 +44,7 @@ ts_status ts_deployment_load(const char *dir, ts_deployment *d, ts_error *err) {
     d->all_gates_passed = json_is_true(json_object_get(man, "all_gates_passed"));
     char where[4200];
     snprintf(where, sizeof where, "%s: target.tiles", path);
-    s = ts_perf_tiles_parse(tiles, where, d->tiles, TS_DEPLOY_MAX_TILES, &d->n_tiles, err);
+    s = ts_tiles_parse(tiles, where, d->tiles, TS_DEPLOY_MAX_TILES, &d->n_tiles, err);
     snprintf(where, sizeof where, "%s: target.weights", path);
     if (!s) s = ts_placement_parse(json_object_get(target, "weights"), where, &d->copy_weights, err);
 done:

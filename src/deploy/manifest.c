@@ -15,7 +15,7 @@
 #include "io/mmap.h"
 #include "io/sha256.h"
 #include "target/cpu/cpu_features.h"
-#include "target/cpu/gemm.h"
+#include "target/cpu/cpu_target.h"
 
 static const char *k_plan[3][8] = {
     {"attn_norm", "qkv(+bias)", "qk_norm", "rope+kv_store", NULL},

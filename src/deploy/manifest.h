@@ -5,9 +5,9 @@
 #define TS_DEPLOY_MANIFEST_H
 #include <jansson.h>
 
+#include "deploy/phases.h"
 #include "model/model.h"
 
-#define TS_N_PHASES 8
 
 /* reports[p]: phase p's report object or NULL when it did not run (borrowed). threads: the
  * cpu target's thread count. forced: a gate failed and --force ran the later phases anyway. */

@@ -1,30 +1,107 @@
-/* Deployment phases 1-3 for the cpu target, each closed by its gate from gates.c:
- * 1 every GEMM/GEMV shape of the model, and every step alone, at prefill and decode shapes,
- * 2 one early and one late layer alone (prefill then a decode step),
- * 3 the whole model on built-in token prompts plus greedy lockstep runs. */
+/* The eight phases of a deployment, one source file each (phase0_oracle.c ... phase7_evaluate.c),
+ * each closed by its gate from gates.h, and what they share: seeded inputs, the greedy
+ * lockstep against the oracle, and the optimization trajectory of phases 4-5. The driver that
+ * runs them in order is deploy.h. */
 #ifndef TS_DEPLOY_PHASES_H
 #define TS_DEPLOY_PHASES_H
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 
+#include "deploy/measure.h"
+#include "deploy/phase0.h"
 #include "model/model.h"
 #include "target/cpu/cpu_target.h"
 
+#define TS_N_PHASES 8
+
+/* ---- phases 1-3: kernels, blocks, model ---- */
 typedef struct ts_phase_opts {
-    FILE *out;   /* human-readable tables, or NULL */
-    int threads;   /* cpu target threads; 0 = all cores */
-    uint64_t seed; /* 0: the canonical inputs; the evaluator uses others */
+    FILE *out;                 /* human-readable tables, or NULL */
+    int threads;               /* the resolved thread count (never 0) */
+    uint64_t seed;             /* 0: the canonical inputs; the evaluator uses others */
     const ts_cpu_fault *fault; /* debug: a fault injected into one cpu step, or NULL */
+    const int *prefill_sizes;  /* phase 1: the prompt lengths the deployment measures (phase 4's TTFT sizes) */
+    int n_prefill_sizes;
 } ts_phase_opts;
 
 /* Each returns TS_ERR_GATE when its gate fails (*report is still set), other errors as they
- * come; *report: the phaseN.json object, caller decrefs. */
+ * come; *report: the phaseN.json object, caller decrefs.
+ * 1: every GEMM/GEMV shape of the model, and every step alone, at prefill and decode shapes;
+ * 2: one early and one late layer alone (prefill then a decode step);
+ * 3: the whole model on token prompts plus greedy lockstep runs. */
 ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
 ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
 ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
 
+/* ---- phases 4-5: the optimization trajectory ----
+ * Each times the cpu plan with its optimizations switched on one after another (the unfused,
+ * copying baseline first, autotuned tiles last), cold and warm, then the final plan at the
+ * requested sizes, with the time per dispatch. Phase 4 is prefill (TTFT), autotunes the tiles
+ * and picks the weight placement (placement.h); phase 5 is decode (tok/s, GB/s) with the tiles
+ * and placement phase 4 chose, and the final plan's greedy lockstep against the oracle. */
+#define TS_PERF_MAX_SIZES 8
+
+typedef struct ts_perf_opts {
+    FILE *out;
+    int threads;                  /* the resolved thread count (never 0) */
+    int trials;                   /* warm trials per measurement, >= 5 */
+    int prefill;                  /* prompt length of the prefill trajectory */
+    int sizes[TS_PERF_MAX_SIZES]; /* phase 4: TTFT prompt lengths; phase 5: decode contexts */
+    int n_sizes;
+    int decode_tokens;            /* tokens per decode trial */
+    int weights;                  /* phase 4's placement: -1 probe, 0 mmap, 1 copy (--weights) */
+    const ts_cpu_fault *fault;
+} ts_perf_opts;
+
+/* Defaults: 5 trials, trajectory at 128 tokens, TTFT at 128 and 512, decode contexts 128 and
+ * 1024 with 8 tokens per trial (phase 5 replaces sizes). */
+void ts_perf_defaults(ts_perf_opts *o, int phase);
+
+ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **report, ts_error *err);
+/* phase4: its report (for the tiles and placement), or NULL to run with default tiles. */
+ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *phase4, json_t **report,
+                        ts_error *err);
+
+/* The trajectory of phase 4 (prefill of `size` tokens) or 5 (decode after a `size`-token
+ * context): one row per plan into rows; the final row uses tiles and the placement (copy).
+ * *last: the final row's measurement (caller frees), *base/final_profile its first and last
+ * rows' profiles (caller decrefs). */
+ts_status ts_perf_trajectory(const ts_model *m, const ts_perf_opts *o, int phase, const json_t *tiles, int copy,
+                             int size, json_t *rows, json_t **base_profile, json_t **final_profile,
+                             ts_measurement *last, ts_error *err);
+
+/* ---- phase 6: finalize ----
+ * trajectory.svg, manifest.json and report.md, then the deployment is read back exactly as
+ * `tessera run DEPLOY_DIR` reads it and generates: the gate is that generation runs, twice
+ * identically, and the report is complete. threads: the resolved count. */
+ts_status ts_phase6_run(const ts_model *m, const char *out_dir, json_t *reports[TS_N_PHASES], int threads, int forced,
+                        const json_t *diag, FILE *out, ts_error *err);
+
+/* ---- phase 7: the independent evaluator (`tessera eval DEPLOY_DIR`) ----
+ * Trusts only manifest.json and the model files: re-hashes the weights, audits the thresholds
+ * against the built-in table, re-derives the gates of phases 1-3 on other inputs, checks that
+ * greedy output is byte-identical across two runs, re-measures the performance claims, and
+ * writes evaluation.md and phase7.json with a verdict. */
+typedef enum ts_verdict { TS_VERDICT_PASS = 0, TS_VERDICT_WARN = 1, TS_VERDICT_FAIL = 2 } ts_verdict;
+
+typedef struct ts_eval_opts {
+    FILE *out;
+    int threads;   /* the resolved thread count (never 0) */
+    uint64_t seed; /* inputs for the re-derived gates; never 0 (0 is deploy's canonical set) */
+} ts_eval_opts;
+
+/* Returns TS_OK with *verdict set whenever the evaluation itself could run (a FAIL verdict is
+ * a result, not an error); other statuses when it could not (unreadable manifest, ...). */
+ts_status ts_evaluate(const char *deploy_dir, const ts_eval_opts *o, ts_verdict *verdict, ts_error *err);
+
+/* ---- shared by the phases ---- */
 /* Prompt k of the built-in token-id prompt set for a seed (BOS first when the model has one). */
 void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n);
+/* Uniform in [-1, 1) from a xorshift state (phase 1's random activations). */
+float ts_phase_frand(uint64_t *s);
+/* Sets phase, gates and pass on a report, prints the verdict line; returns rep. */
+json_t *ts_phase_finish(json_t *rep, json_t *gates, int phase, int pass, FILE *out);
 
 /* R greedy lockstep runs of the cpu target against the oracle from prompts (R x n tokens), up
  * to gen tokens each: same[k] identical tokens, then violation[k] when the first divergence

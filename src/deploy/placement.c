@@ -8,7 +8,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "deploy/gates.h"
-#include "deploy/perf.h"
+#include "deploy/tiles.h"
 #include "deploy/phases.h"
 
 enum { CTX = 16, TOKENS = 4, ROUNDS = 5 };
@@ -75,7 +75,7 @@ ts_status ts_placement_probe(const ts_model *m, int threads, const ts_cpu_fault 
     for (int p = 0; p < 2 && !s; p++) {
         ts_cpu_opts co = {.n_threads = threads, .force_variant = -1, .disable = ts_placement_mask(p), .fault = fault};
         double a = ts_now_s();
-        if (!(s = ts_cpu_new(m, CTX + TOKENS, &co, &cp[p], err)) && tiles) s = ts_perf_apply_tiles(cp[p], tiles, err);
+        if (!(s = ts_cpu_new(m, CTX + TOKENS, &co, &cp[p], err)) && tiles) s = ts_tiles_apply(cp[p], tiles, err);
         load_ms[p] = (ts_now_s() - a) * 1e3;
         if (!s) s = ts_cpu_forward(cp[p], toks, CTX, lg0[p], 0, NULL, err);
     }

@@ -27,13 +27,6 @@ typedef struct ts_session_opts {
 
 /* Defaults: ts_sample_opts_default, 256 tokens per reply, n_ctx 0, enable_thinking -1. */
 void ts_session_opts_default(ts_session_opts *o);
-/* Parses the flag at argv[*i] if it is a session option (-n, --temp, --top-k, --top-p, --min-p,
- * --repeat-penalty, --seed, --stop, --threads, --tokenizer, --ctx, --system, --no-think,
- * --think), advancing *i past its value. Returns 1 when consumed, 0 when not a session flag,
- * -1 on a bad value (err says which flag and what was expected). */
-int ts_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts_error *err);
-/* One line per session flag, for --help. */
-const char *ts_session_flags_help(void);
 
 typedef struct ts_session ts_session;
 

@@ -139,7 +139,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
                            ts_cpu_variant_name((ts_cpu_variant)o->force_variant));
         v = (ts_cpu_variant)o->force_variant;
     }
-    int nth = o && o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int nth = ts_pool_resolve_threads(o ? o->n_threads : 0);
     if (nth < 1) nth = 1;
     if (nth > 256) nth = 256; /* the pool's limit; more cores than that gain nothing here */
     ts_cpu *c = calloc(1, sizeof *c);

@@ -72,8 +72,9 @@ int ts_cpu_threads(const ts_cpu *c);
 long ts_cpu_dispatches(const ts_cpu *c);
 size_t ts_cpu_converted_bytes(const ts_cpu *c);
 /* Times candidate GEMM tiles for every shape of the model at prefill size S and at decode,
- * keeps the fastest that passes the phase-1 gate; progress lines go to log (may be NULL). */
-ts_status ts_cpu_autotune(ts_cpu *c, int S, FILE *log, ts_error *err);
+ * keeps the fastest whose output is within max_rel_l2 of the scalar kernel's (the caller's
+ * gate: deploy passes its phase-1 threshold); progress lines go to log (may be NULL). */
+ts_status ts_cpu_autotune(ts_cpu *c, int S, double max_rel_l2, FILE *log, ts_error *err);
 /* Autotuned tiles: export for a manifest and import from one (tile.ms, nr, sb as in gemm.h). */
 typedef struct ts_cpu_tile_rec {
     int bucket, n, k, ms, nr, sb;
@@ -83,6 +84,13 @@ int ts_cpu_tiles_get(const ts_cpu *c, ts_cpu_tile_rec *out, int max);
 ts_status ts_cpu_tiles_set(ts_cpu *c, const ts_cpu_tile_rec *in, int n, ts_error *err);
 /* Dispatches per layer of this session's plan. */
 int ts_cpu_dispatches_per_layer(const ts_cpu *c);
+/* What the variant's prefill kernel computes with, for manifests and reports. */
+const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
+/* One matrix product alone, y (S, N) = x (S, K) @ W^T with W BF16 (N, K) and x FP32 in natural
+ * order, by the kernel the best variant runs for S rows (decode GEMV at S = 1) with its default
+ * tile, on the calling thread: phase 1 checks every weight matrix through it against the
+ * oracle. K must be a multiple of 16 (every supported model's is). */
+ts_status ts_cpu_matmul(const float *x, int S, const uint16_t *W, int N, int K, float *y, ts_error *err);
 /* The session's thread pool (benchmarks run their probes on it). */
 struct ts_pool *ts_cpu_pool(ts_cpu *c);
 

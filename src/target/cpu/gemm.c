@@ -2,9 +2,12 @@
  * vector kernels), and the variant table. */
 #include "target/cpu/gemm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "io/dtype.h"
+#include "target/cpu/cpu_target.h"
 
 void ts_cpu_pack_row(float *dst, const float *src, int K) {
     for (int b = 0; b < K; b += TS_GEMM_KBLOCK)
@@ -56,4 +59,16 @@ ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K) {
     ts_gemm_tile t = {S >= 2 ? 2 : 1, S >= 2 ? 4 : 1, 64}; /* S = 1: row-streaming GEMV */
     if (K >= 4096) t.sb = 32; /* keep the x block within L2 for long rows */
     return t;
+}
+
+ts_status ts_cpu_matmul(const float *x, int S, const uint16_t *W, int N, int K, float *y, ts_error *err) {
+    if (S < 1 || N < 1 || K < TS_GEMM_KBLOCK || K % TS_GEMM_KBLOCK)
+        return ts_fail(err, TS_ERR_ARG, "cpu matmul: S %d, N %d, K %d (K must be a multiple of %d)", S, N, K,
+                       TS_GEMM_KBLOCK);
+    float *xp = malloc(sizeof(float) * (size_t)S * K);
+    if (!xp) return ts_fail(err, TS_ERR_NOMEM, "cpu matmul: out of memory for %d x %d activations", S, K);
+    for (int r = 0; r < S; r++) ts_cpu_pack_row(xp + (size_t)r * K, x + (size_t)r * K, K);
+    ts_cpu_gemm_for(ts_cpu_best_variant())(y, N, xp, K, W, K, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
+    free(xp);
+    return TS_OK;
 }

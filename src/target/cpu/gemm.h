@@ -48,8 +48,6 @@ void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const u
 int ts_cpu_avx512_prefill_f32(void);
 
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v);
-/* What that prefill kernel computes with, for manifests and reports. */
-const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
 /* A default tile for (S, N, K) before any autotuning. */
 ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K);
 

@@ -90,7 +90,7 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
 ts_status ts_ref_set_threads(ts_ref *r, int n_threads, ts_error *err) {
     if (n_threads < 0 || n_threads > 256)
         return ts_fail(err, TS_ERR_ARG, "ref session: %d threads outside [0, 256]", n_threads);
-    if (n_threads == 0) n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_threads == 0) n_threads = ts_pool_default_threads();
     if (n_threads < 1) n_threads = 1;
     if (n_threads > 256) n_threads = 256;
     ts_pool_free(r->pool);

@@ -1,6 +1,6 @@
 /* The evaluator. Every check appends a line (OK / WARN / FAIL + reason) to evaluation.md;
  * the verdict is FAIL if any check failed, PASS-with-warnings if any warned. */
-#include "deploy/evaluate.h"
+#include "deploy/phases.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -9,16 +9,15 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/pool.h"
 #include "deploy/gates.h"
 #include "deploy/manifest.h"
-#include "deploy/perf.h"
+#include "deploy/tiles.h"
 #include "deploy/placement.h"
-#include "deploy/phases.h"
 #include "io/json.h"
 #include "io/mmap.h"
 #include "io/sha256.h"
 #include "target/cpu/cpu_target.h"
-#include "target/cpu/gemm.h"
 
 typedef struct checks {
     FILE *md, *out;
@@ -147,7 +146,7 @@ static void determinism(checks *k, const ts_model *m, const json_t *man, int thr
         ts_cpu *cp;
         ts_cpu_opts o = {.n_threads = threads, .force_variant = -1, .disable = ts_placement_mask(copy)};
         if (ts_cpu_new(m, P + G, &o, &cp, &e) ||
-            (json_is_array(json_object_get(target, "tiles")) && ts_perf_apply_tiles(cp, json_object_get(target, "tiles"), &e))) {
+            ts_tiles_apply(cp, json_object_get(target, "tiles"), &e)) {
             ts_cpu_free(cp);
             note(k, 2, "%s", e.msg);
             free(lg);
@@ -185,7 +184,6 @@ static void judge(checks *k, const char *what, double claim, double claim_sd, do
 static void remeasure(checks *k, const ts_model *m, const json_t *man, int threads) {
     const json_t *perf = json_object_get(man, "performance"), *target = json_object_get(man, "target");
     const json_t *tiles = json_object_get(target, "tiles"), *r;
-    int th = threads > 0 ? threads : (int)json_integer_value(json_object_get(target, "threads"));
     int trials = (int)json_integer_value(json_object_get(perf, "trials"));
     if (trials < 5) trials = 5;
     size_t i;
@@ -195,30 +193,34 @@ static void remeasure(checks *k, const ts_model *m, const json_t *man, int threa
         note(k, 2, "%s", e.msg);
         return;
     }
+    ts_measure_opts mo = {.threads = threads, .trials = trials, .disable = ts_placement_mask(copy),
+                          .tiles = json_is_array(tiles) ? tiles : NULL};
     json_array_foreach(json_object_get(perf, "prefill"), i, r) {
         int P = (int)json_integer_value(json_object_get(r, "tokens"));
-        double mean, sd;
+        ts_measurement got;
         char what[64];
         snprintf(what, sizeof what, "TTFT at %d tokens", P);
-        if (P < 1 || ts_perf_prefill(m, th, tiles, copy, P, trials, &mean, &sd, &e)) {
+        if (P < 1 || ts_measure_prefill(m, &mo, P, &got, &e)) {
             note(k, 2, "%s could not be re-measured: %s", what, P < 1 ? "malformed claim" : e.msg);
             continue;
         }
         judge(k, what, json_number_value(json_object_get(r, "ttft_ms_mean")),
-              json_number_value(json_object_get(r, "ttft_ms_sd")), mean, sd, "ms");
+              json_number_value(json_object_get(r, "ttft_ms_sd")), got.mean_ms, got.sd_ms, "ms");
+        ts_measurement_free(&got);
     }
     int D = (int)json_integer_value(json_object_get(perf, "decode_tokens_per_trial"));
     json_array_foreach(json_object_get(perf, "decode"), i, r) {
         int C = (int)json_integer_value(json_object_get(r, "context"));
-        double mean, sd;
+        ts_measurement got;
         char what[64];
         snprintf(what, sizeof what, "decode at context %d", C);
-        if (C < 1 || D < 1 || ts_perf_decode(m, th, tiles, copy, C, D, trials, &mean, &sd, &e)) {
+        if (C < 1 || D < 1 || ts_measure_decode(m, &mo, C, D, &got, &e)) {
             note(k, 2, "%s could not be re-measured: %s", what, C < 1 || D < 1 ? "malformed claim" : e.msg);
             continue;
         }
         judge(k, what, json_number_value(json_object_get(r, "decode_tok_s")),
-              json_number_value(json_object_get(r, "decode_tok_s_sd")), mean, sd, "tok/s");
+              json_number_value(json_object_get(r, "decode_tok_s_sd")), got.rate, got.rate_sd, "tok/s");
+        ts_measurement_free(&got);
     }
 }
 
@@ -243,6 +245,9 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
         return s;
     }
     checks k = {md, o->out, 0, 0, json_array()};
+    /* The thread count, resolved once: --threads, else the deployment's, else every core. */
+    long long rec = json_integer_value(json_object_get(json_object_get(man, "target"), "threads"));
+    int threads = o->threads > 0 ? o->threads : rec > 0 && rec <= 1024 ? (int)rec : ts_pool_default_threads();
     fprintf(md, "# Evaluation of %s\n\nmodel %s, evaluation seed %llu, tessera %s\n\n| result | check |\n|---|---|\n",
             dir, mdir, (unsigned long long)o->seed, ts_version());
     if (o->out) fprintf(o->out, "phase 7 (evaluate): %s (model %s, seed %llu)\n", dir, mdir, (unsigned long long)o->seed);
@@ -255,7 +260,7 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     if (ts_model_open(mdir, &m, &e) || ts_model_check_values(m, &e)) {
         note(&k, 2, "%s", e.msg);
     } else {
-        ts_phase_opts po = {.out = NULL, .threads = o->threads, .seed = o->seed};
+        ts_phase_opts po = {.out = NULL, .threads = threads, .seed = o->seed};
         ts_status (*run[3])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {
             ts_phase1_run, ts_phase2_run, ts_phase3_run};
         for (int p = 0; p < 3; p++) {
@@ -266,8 +271,8 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
             else note(&k, 2, "phase %d could not run: %s", p + 1, e.msg);
             json_decref(rep);
         }
-        determinism(&k, m, man, o->threads, o->seed);
-        if (json_is_object(json_object_get(man, "performance"))) remeasure(&k, m, man, o->threads);
+        determinism(&k, m, man, threads, o->seed);
+        if (json_is_object(json_object_get(man, "performance"))) remeasure(&k, m, man, threads);
     }
     if (!json_is_object(json_object_get(man, "performance")))
         note(&k, 1, "no performance claims to re-measure (phases 4-5 not run)");

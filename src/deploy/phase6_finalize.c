@@ -1,5 +1,6 @@
 /* Phase 6: write the deployment's files and prove the directory runs. */
-#include "deploy/finalize.h"
+#include "deploy/manifest.h"
+#include "deploy/phases.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -8,7 +9,6 @@
 #include "core/error.h"
 #include "deploy/deployment.h"
 #include "deploy/gates.h"
-#include "deploy/phases.h"
 #include "deploy/trajectory_svg.h"
 #include "io/mmap.h"
 

@@ -1,0 +1,62 @@
+/* Greedy lockstep of a cpu session against the oracle (phases 3, 5 and the evaluator): the
+ * first divergence must keep each side's pick in the other's top-k. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "deploy/gates.h"
+#include "deploy/phases.h"
+
+ts_status ts_phase_lockstep(const ts_model *m, int threads, ts_cpu *cp, int R, const int32_t *prompts, int n, int gen,
+                            int *same, int *violation, ts_error *err) {
+    const ts_config *c = ts_model_config(m);
+    int V = c->n_vocab, topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value;
+    ts_ref **rs = calloc((size_t)R, sizeof *rs);
+    int32_t *ta = malloc(sizeof(int32_t) * (size_t)R * (size_t)gen), *step = malloc(sizeof(int32_t) * (size_t)R);
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(n + gen));
+    float *la = malloc(sizeof(float) * (size_t)R * (size_t)V), *b = malloc(sizeof(float) * (size_t)V);
+    ts_status s = rs && ta && step && seq && la && b ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "lockstep: out of memory");
+    for (int k = 0; k < R && !s; k++) s = ts_ref_new(m, n + gen, &rs[k], err);
+    if (!s) s = ts_ref_set_threads(rs[0], threads, err);
+    /* The oracle's greedy runs, all R together: the prompts token by token, then its own picks. */
+    for (int t = 0; t < n + gen - 1 && !s; t++) {
+        for (int k = 0; k < R; k++) step[k] = t < n ? prompts[(size_t)k * n + t] : ta[(size_t)k * gen + t - n];
+        s = ts_ref_decode_batch(rs, R, step, la, err);
+        if (!s && t >= n - 1)
+            for (int k = 0; k < R; k++) ta[(size_t)k * gen + t - n + 1] = ts_argmax(la + (size_t)k * V, V);
+    }
+    /* The cpu target follows each run. */
+    for (int k = 0; k < R && !s; k++) {
+        const int32_t *want = ta + (size_t)k * gen;
+        same[k] = violation[k] = 0;
+        ts_cpu_reset(cp);
+        if ((s = ts_cpu_forward(cp, prompts + (size_t)k * n, n, b, 0, NULL, err))) break;
+        for (int t = 0; t < gen; t++) {
+            int32_t tb = ts_argmax(b, V);
+            int finite = 1;
+            for (int v = 0; v < V && finite; v++) finite = isfinite(b[v]);
+            if (!finite) {
+                violation[k] = 1;
+                break;
+            }
+            if (tb != want[t]) {
+                /* The oracle's logits here: its run so far as one prefill (bit-identical to its
+                 * decode), so only its tokens had to be kept. */
+                memcpy(seq, prompts + (size_t)k * n, sizeof(int32_t) * (size_t)n);
+                memcpy(seq + n, want, sizeof(int32_t) * (size_t)t);
+                ts_ref_reset(rs[0]);
+                if (!(s = ts_ref_forward(rs[0], seq, n + t, la, 0, NULL, err)))
+                    violation[k] = ts_rank_of(la, V, tb) >= topk || ts_rank_of(b, V, want[t]) >= topk;
+                break;
+            }
+            same[k]++;
+            if (t + 1 < gen && (s = ts_cpu_forward(cp, &tb, 1, b, 0, NULL, err))) break;
+        }
+    }
+    for (int k = 0; rs && k < R; k++) ts_ref_free(rs[k]);
+    free(rs), free(ta), free(step), free(seq), free(la), free(b);
+    return s;
+}
+

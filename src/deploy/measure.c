@@ -1,0 +1,179 @@
+/* The measurement harness (measure.h): one way to time a plan, shared by bench, phases 4-5,
+ * the placement probe and the evaluator. */
+#include "deploy/measure.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/metrics.h"
+#include "deploy/phases.h"
+#include "deploy/tiles.h"
+
+void ts_measure_stats(const double *x, int n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += x[i];
+    *mean = n ? s / n : NAN;
+    for (int i = 0; i < n; i++) q += (x[i] - *mean) * (x[i] - *mean);
+    *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
+}
+
+static double matrix_params(const ts_config *c) {
+    double H = c->n_embd, Q = (double)c->n_heads * c->head_dim, KV = (double)c->n_kv_heads * c->head_dim;
+    return (double)c->n_layers * (H * Q + 2 * H * KV + Q * H + 3.0 * H * c->n_ff);
+}
+
+double ts_measure_decode_bytes(const ts_config *c, double ctx) {
+    double KV = (double)c->n_kv_heads * c->head_dim;
+    return 2 * (matrix_params(c) + (double)c->n_vocab * c->n_embd) + (double)c->n_layers * ctx * 2 * KV * 4;
+}
+
+double ts_measure_prefill_flops(const ts_config *c, int S) {
+    double attn = (double)c->n_layers * 4 * c->n_heads * c->head_dim * (double)S * (S + 1) / 2;
+    return 2 * matrix_params(c) * S + attn + 2.0 * c->n_vocab * c->n_embd;
+}
+
+ts_status ts_measure_peaks(const ts_model *m, int threads, int trials, ts_peaks *pk, ts_error *err) {
+    ts_cpu *cp = NULL;
+    ts_cpu_opts co = {.n_threads = threads, .force_variant = -1};
+    memset(pk, 0, sizeof *pk);
+    ts_status s = ts_cpu_new(m, 1, &co, &cp, err);
+    if (!s) ts_probe_peaks(ts_cpu_pool(cp), ts_cpu_variant_of(cp), trials, pk);
+    ts_cpu_free(cp);
+    return s;
+}
+
+static json_t *profile_json(const ts_cpu *c, int per) {
+    ts_cpu_prof p[16];
+    int n = ts_cpu_profile(c, p, 16);
+    double total = 0;
+    for (int i = 0; i < n; i++) total += p[i].ms;
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, json_pack("{s:s, s:f, s:f, s:f}", "dispatch", p[i].name, "calls_per_run",
+                                           (double)p[i].calls / per, "ms_per_run", p[i].ms / per, "share",
+                                           total > 0 ? p[i].ms / total : 0.0));
+    return a;
+}
+
+/* A new session of the plan with room for max_seq positions; r->create_ms its cost. */
+static ts_status open_plan(const ts_model *m, const ts_measure_opts *o, int max_seq, ts_cpu **cp, ts_measurement *r,
+                           ts_error *err) {
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .disable = o->disable,
+                      .release_source = o->release_source, .fault = o->fault};
+    double a = ts_now_s() * 1e3;
+    ts_status s = ts_cpu_new(m, max_seq, &co, cp, err);
+    if (!s) s = ts_tiles_apply(*cp, o->tiles, err);
+    r->create_ms = ts_now_s() * 1e3 - a;
+    return s;
+}
+
+/* Fills the statistics from r->samples, which hold each trial's milliseconds on entry and
+ * its tokens per second (tokens per trial / time) on return. */
+static void finish(ts_measurement *r, const ts_cpu *cp, int tokens, int profile_per, long dispatches) {
+    r->dispatches_per_run = (double)dispatches / profile_per;
+    ts_measure_stats(r->samples, r->trials, &r->mean_ms, &r->sd_ms);
+    for (int i = 0; i < r->trials; i++) r->samples[i] = tokens / (r->samples[i] / 1e3);
+    ts_measure_stats(r->samples, r->trials, &r->rate, &r->rate_sd);
+    r->dpl = ts_cpu_dispatches_per_layer(cp);
+    r->copied = ts_cpu_converted_bytes(cp);
+    r->profile = profile_json(cp, profile_per);
+}
+
+static ts_status begin(const ts_measure_opts *o, ts_measurement *r, ts_error *err) {
+    memset(r, 0, sizeof *r);
+    if (o->threads < 1 || o->trials < 1)
+        return ts_fail(err, TS_ERR_ARG, "measurement: threads %d and trials %d must both be >= 1", o->threads, o->trials);
+    r->trials = o->trials;
+    r->samples = calloc((size_t)o->trials, sizeof(double));
+    return r->samples ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "measurement: out of memory");
+}
+
+ts_status ts_measure_prefill(const ts_model *m, const ts_measure_opts *o, int P, ts_measurement *r, ts_error *err) {
+    const ts_config *c = ts_model_config(m);
+    ts_status s = begin(o, r, err);
+    if (s) return s;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)P);
+    float *lg = malloc(sizeof(float) * (size_t)c->n_vocab);
+    ts_cpu *cp = NULL;
+    if (!toks || !lg) s = ts_fail(err, TS_ERR_NOMEM, "measurement: out of memory for a %d-token prefill", P);
+    if (!s) ts_phase_prompt_tokens(c, 7, 200, toks, P);
+    double a = ts_now_s() * 1e3;
+    if (!s) s = open_plan(m, o, P, &cp, r, err);
+    if (!s) s = ts_cpu_forward(cp, toks, P, lg, 0, NULL, err);
+    r->cold_ms = ts_now_s() * 1e3 - a;
+    if (!s) ts_cpu_profile_reset(cp);
+    long d0 = cp ? ts_cpu_dispatches(cp) : 0;
+    for (int i = 0; i < o->trials && !s; i++) {
+        ts_cpu_reset(cp);
+        double b = ts_now_s() * 1e3;
+        s = ts_cpu_forward(cp, toks, P, lg, 0, NULL, err);
+        r->samples[i] = ts_now_s() * 1e3 - b;
+    }
+    if (!s) finish(r, cp, P, o->trials, ts_cpu_dispatches(cp) - d0);
+    ts_cpu_free(cp);
+    free(toks), free(lg);
+    if (s) ts_measurement_free(r);
+    return s;
+}
+
+ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, int D, ts_measurement *r,
+                            ts_error *err) {
+    const ts_config *c = ts_model_config(m);
+    ts_status s = begin(o, r, err);
+    if (s) return s;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)C);
+    float *lg = malloc(sizeof(float) * (size_t)c->n_vocab), *lg0 = malloc(sizeof(float) * (size_t)c->n_vocab);
+    ts_cpu *cp = NULL;
+    if (!toks || !lg || !lg0) s = ts_fail(err, TS_ERR_NOMEM, "measurement: out of memory for a %d-token context", C);
+    if (!s) ts_phase_prompt_tokens(c, 7, 200, toks, C);
+    if (!s) s = open_plan(m, o, C + D, &cp, r, err);
+    if (!s) s = ts_cpu_forward(cp, toks, C, lg0, 0, NULL, err);
+    long d0 = 0;
+    for (int i = -1; i < o->trials && !s; i++) {
+        if (i == 0) ts_cpu_profile_reset(cp), d0 = ts_cpu_dispatches(cp);
+        ts_cpu_truncate(cp, C);
+        memcpy(lg, lg0, sizeof(float) * (size_t)c->n_vocab);
+        double b = ts_now_s() * 1e3;
+        for (int g = 0; g < D && !s; g++) {
+            int32_t tok = ts_argmax(lg, c->n_vocab);
+            s = ts_cpu_forward(cp, &tok, 1, lg, 0, NULL, err);
+        }
+        if (i < 0) r->cold_ms = ts_now_s() * 1e3 - b;
+        else r->samples[i] = ts_now_s() * 1e3 - b;
+    }
+    if (!s) finish(r, cp, D, o->trials * D, ts_cpu_dispatches(cp) - d0);
+    ts_cpu_free(cp);
+    free(toks), free(lg), free(lg0);
+    if (s) ts_measurement_free(r);
+    return s;
+}
+
+void ts_measurement_free(ts_measurement *r) {
+    free(r->samples);
+    json_decref(r->profile);
+    r->samples = NULL;
+    r->profile = NULL;
+}
+
+json_t *ts_measurement_json(const ts_measurement *r, const char *rate_key) {
+    char sd_key[64];
+    snprintf(sd_key, sizeof sd_key, "%s_sd", rate_key);
+    json_t *samples = json_array();
+    for (int i = 0; r->samples && i < r->trials; i++) json_array_append_new(samples, json_real(r->samples[i]));
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:i, s:I}", "create_ms", r->create_ms, "cold_ms", r->cold_ms,
+                     "warm_ms_mean", r->mean_ms, "warm_ms_sd", r->sd_ms, rate_key, r->rate, sd_key, r->rate_sd,
+                     "samples_tok_s", samples, "dispatches_per_layer", r->dpl, "weights_copied_bytes",
+                     (json_int_t)r->copied);
+}
+
+void ts_measure_print_profile(FILE *out, const json_t *prof) {
+    size_t i;
+    const json_t *p;
+    json_array_foreach(prof, i, p)
+        fprintf(out, "      %-20s %8.1f calls %10.3f ms %6.1f%%\n", json_string_value(json_object_get(p, "dispatch")),
+                json_number_value(json_object_get(p, "calls_per_run")),
+                json_number_value(json_object_get(p, "ms_per_run")), 100 * json_number_value(json_object_get(p, "share")));
+}

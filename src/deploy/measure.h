@@ -1,0 +1,62 @@
+/* The measurement harness: how fast a plan of the cpu target runs, timed the same way wherever
+ * a speed is reported (`tessera bench`, the trajectories of phases 4-5, the weight-placement
+ * probe's sessions, the evaluator's re-measurement). A measurement opens a new session of the
+ * plan (cold: creation and the first forward), then times warm trials and keeps their mean and
+ * sample standard deviation. Bytes per decoded token and FLOPs per prefill are defined here
+ * once, so every bandwidth or peak fraction divides the same numerator. */
+#ifndef TS_DEPLOY_MEASURE_H
+#define TS_DEPLOY_MEASURE_H
+#include <jansson.h>
+#include <stdio.h>
+
+#include "model/model.h"
+#include "target/cpu/cpu_target.h"
+#include "target/cpu/probe.h"
+
+typedef struct ts_measure_opts {
+    int threads;               /* the resolved thread count (never 0) */
+    int trials;                /* timed warm trials, >= 1 */
+    unsigned disable;          /* TS_OPT_* optimizations switched off; 0: the full plan */
+    const json_t *tiles;       /* autotuned tiles (a phase-4 report's or manifest's), or NULL */
+    int release_source;        /* with copied weights: drop the mapped pages (bench, run) */
+    const ts_cpu_fault *fault; /* debug fault, or NULL */
+} ts_measure_opts;
+
+typedef struct ts_measurement {
+    double create_ms;          /* session creation (weights bound or copied, tiles applied) */
+    double cold_ms;            /* creation + the first forward (prefill) or first decode run */
+    double mean_ms, sd_ms;     /* warm trial time */
+    double rate, rate_sd;      /* tokens per second per trial */
+    double *samples;           /* the trials' tokens per second (trials entries; caller frees) */
+    int trials;
+    int dpl;                   /* dispatches per layer of the plan */
+    double dispatches_per_run; /* parallel regions counted per warm forward (prefill) or token (decode) */
+    size_t copied;             /* bytes of weights copied or converted at load */
+    json_t *profile;           /* where the warm time goes, per dispatch (caller decrefs) */
+} ts_measurement;
+
+/* Warm prefill of P tokens. */
+ts_status ts_measure_prefill(const ts_model *m, const ts_measure_opts *o, int P, ts_measurement *r, ts_error *err);
+/* Greedy decode of D tokens after a C-token context, each trial from the same context (the KV
+ * cache truncated back to C); cold: the first run right after the context's prefill. */
+ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, int D, ts_measurement *r,
+                            ts_error *err);
+void ts_measurement_free(ts_measurement *r);
+
+/* Mean and sample standard deviation. */
+void ts_measure_stats(const double *x, int n, double *mean, double *sd);
+/* Bytes a decode step reads: every weight matrix once (BF16) and the FP32 KV cache up to ctx. */
+double ts_measure_decode_bytes(const ts_config *c, double ctx);
+/* FLOPs of a prefill of S tokens: the weight GEMMs, causal attention, and the one-row LM head. */
+double ts_measure_prefill_flops(const ts_config *c, int S);
+/* This machine's peaks now (FMA throughput of the kernel's instruction, streaming read
+ * bandwidth), on a pool of `threads` threads. */
+ts_status ts_measure_peaks(const ts_model *m, int threads, int trials, ts_peaks *pk, ts_error *err);
+
+/* A measurement as JSON: cold/warm times and rate under rate_key ("prefill_tok_s" or
+ * "decode_tok_s", its sd under the matching "_sd" key), dispatches, copied bytes, samples. */
+json_t *ts_measurement_json(const ts_measurement *r, const char *rate_key);
+/* The profile as an aligned table. */
+void ts_measure_print_profile(FILE *out, const json_t *profile);
+
+#endif

@@ -1,0 +1,144 @@
+/* Phase 4, prefill: tiles autotuned per GEMM shape, the weight placement probed, the
+ * optimization trajectory, TTFT of the final plan at each size, and the gate that the tuned
+ * plan keeps the oracle's answers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "deploy/gates.h"
+#include "deploy/phases.h"
+#include "deploy/placement.h"
+#include "deploy/tiles.h"
+
+ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **report, ts_error *err) {
+    const ts_config *c = ts_model_config(m);
+    FILE *out = o->out;
+    int P = o->prefill < c->max_pos ? o->prefill : c->max_pos;
+    json_t *rep = json_object(), *rows = json_array(), *ttft = json_array(), *gates = json_array();
+    json_t *tiles = NULL, *base_prof = NULL, *final_prof = NULL;
+    ts_measurement fin = {0};
+    ts_status s = TS_OK;
+    *report = NULL;
+    /* Autotune in a session of its own, so the trajectory's tuned row loads tiles exactly as
+     * `tessera run DEPLOY_DIR` does from the manifest. */
+    ts_cpu *cp = NULL;
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
+    double a = ts_now_s() * 1e3;
+    if (out) fprintf(out, "phase 4 (prefill): autotuning GEMM tiles at S=%d and decode\n", P);
+    if (!(s = ts_cpu_new(m, P, &co, &cp, err)) && !(s = ts_cpu_autotune(cp, P, ts_threshold_find("phase1", "rel_l2")->value, out, err))) tiles = ts_tiles_json(cp);
+    ts_cpu_free(cp);
+    double tune_ms = ts_now_s() * 1e3 - a;
+    /* The weight placement of the final plan: everything after this measures that plan. */
+    json_t *placement = NULL;
+    int copy = 0;
+    if (!s && o->weights < 0) s = ts_placement_probe(m, o->threads, o->fault, tiles, out, &placement, &copy, err);
+    else if (!s) {
+        copy = o->weights && ts_placement_copy_fits(m);
+        const char *why = copy == o->weights ? "chosen with --weights" : "--weights copy, but a copy exceeds 70% of RAM";
+        placement = json_pack("{s:s, s:s}", "weights", copy ? "copy" : "mmap", "why", why);
+        if (out) fprintf(out, "  weight placement: %s (%s)\n", copy ? "copy" : "mmap", why);
+    }
+    unsigned place = ts_placement_mask(copy);
+    co.disable = place;
+    if (!s && out)
+        fprintf(out, "phase 4: optimization trajectory, prefill of %d tokens, %d warm trials each\n", P, o->trials);
+    if (!s) s = ts_perf_trajectory(m, o, 4, tiles, copy, P, rows, &base_prof, &final_prof, &fin, err);
+    /* TTFT of the final plan at each size: a new session each time (cold), then warm trials. */
+    for (int i = 0; i < o->n_sizes && !s; i++) {
+        int S = o->sizes[i];
+        if (S > c->max_pos) {
+            if (out) fprintf(out, "  TTFT at %d tokens skipped: beyond max_position_embeddings %d\n", S, c->max_pos);
+            continue;
+        }
+        ts_measurement r = fin; /* at the trajectory's size the final row is this measurement: not run twice */
+        ts_measure_opts mo = {.threads = o->threads, .trials = o->trials, .disable = place, .tiles = tiles,
+                              .fault = o->fault};
+        if (S != P && (s = ts_measure_prefill(m, &mo, S, &r, err))) break;
+        if (out)
+            fprintf(out, "  TTFT %5d tokens: cold %9.1f ms, warm %9.2f ms +- %.2f (%.2f tok/s)\n", S, r.cold_ms, r.mean_ms,
+                    r.sd_ms, r.rate);
+        json_t *row = ts_measurement_json(&r, "prefill_tok_s");
+        json_object_set_new(row, "tokens", json_integer(S));
+        json_array_append_new(ttft, row);
+        if (r.samples != fin.samples) ts_measurement_free(&r);
+    }
+    /* Gate: the tuned plan keeps the default plan's top-1 (decisive positions) and mutual
+     * top-5 elsewhere on the phase-3 prompt set. The last DEC tokens of each prompt go through
+     * one-row decode steps: tiles only change one-row GEMMs (for S >= 2 the panel kernel has no
+     * tile choice), so a comparison of prefills alone would compare the same kernels. */
+    enum { DEC = 4 };
+    int changes = 0, positions = 0;
+    if (!s) {
+        static const int lens[6] = {8, 16, 24, 32, 48, 64};
+        ts_cpu *ref = NULL, *tuned = NULL;
+        int V = c->n_vocab, topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value;
+        double pmin = ts_threshold_find("phase3", "decisive_prob")->value;
+        float *la = malloc(sizeof(float) * 64 * (size_t)V), *lb = malloc(sizeof(float) * 64 * (size_t)V);
+        int32_t toks[64];
+        if (!la || !lb) s = ts_fail(err, TS_ERR_NOMEM, "phase 4: out of memory");
+        /* The default plan reads the mmap whatever the placement (the same bits either way):
+         * a second copy beside the tuned session's would need three times the weights. */
+        ts_cpu_opts co_ref = co;
+        co_ref.disable = 0;
+        if (!s) s = ts_cpu_new(m, 64, &co_ref, &ref, err);
+        if (!s) s = ts_cpu_new(m, 64, &co, &tuned, err);
+        if (!s) s = ts_tiles_apply(tuned, tiles, err);
+        for (int k = 0; k < 6 && !s; k++) {
+            int n = lens[k] < c->max_pos ? lens[k] : c->max_pos, pre = n > DEC ? n - DEC : 1;
+            ts_phase_prompt_tokens(c, 0, k, toks, n);
+            ts_cpu_reset(ref), ts_cpu_reset(tuned);
+            if ((s = ts_cpu_forward(ref, toks, pre, la, 1, NULL, err)) ||
+                (s = ts_cpu_forward(tuned, toks, pre, lb, 1, NULL, err)))
+                break;
+            for (int p = pre; p < n && !s; p++) {
+                size_t off = (size_t)p * V;
+                if (!(s = ts_cpu_forward(ref, &toks[p], 1, la + off, 0, NULL, err)))
+                    s = ts_cpu_forward(tuned, &toks[p], 1, lb + off, 0, NULL, err);
+            }
+            for (int p = 0; p < n && !s; p++, positions++) {
+                const float *x = la + (size_t)p * V, *y = lb + (size_t)p * V;
+                int tx = ts_argmax(x, V), ty = ts_argmax(y, V);
+                if (!isfinite(y[ty])) changes++;
+                else if (ts_softmax_prob(x, V, tx) > pmin) changes += tx != ty;
+                else changes += ts_rank_of(x, V, ty) >= topk || ts_rank_of(y, V, tx) >= topk;
+            }
+        }
+        ts_cpu_free(ref), ts_cpu_free(tuned);
+        free(la), free(lb);
+    }
+    int pass = 1;
+    if (!s) {
+        if (out) {
+            fprintf(out, "  where prefill time goes, final plan (per %d-token forward):\n", P);
+            ts_measure_print_profile(out, final_prof);
+            fprintf(out, "  tuned plan against the default plan on the phase-3 prompts (%d positions, the last %d of each "
+                         "prompt as decode steps):\n", positions, DEC);
+        }
+        json_array_append_new(gates, ts_gate_row("phase4", "top1_changes", changes, out, &pass));
+        json_array_append_new(gates, ts_gate_row("phase4", "trials", o->trials, out, &pass));
+    }
+    ts_measurement_free(&fin);
+    if (s) {
+        json_decref(rep), json_decref(rows), json_decref(ttft), json_decref(gates), json_decref(tiles);
+        json_decref(base_prof), json_decref(final_prof), json_decref(placement);
+        return s;
+    }
+    json_object_set_new(rep, "phase", json_integer(4));
+    json_object_set_new(rep, "prefill_tokens", json_integer(P));
+    json_object_set_new(rep, "trials", json_integer(o->trials));
+    json_object_set_new(rep, "threads", json_integer(o->threads));
+    json_object_set_new(rep, "autotune_ms", json_real(tune_ms));
+    json_object_set_new(rep, "tiles", tiles);
+    json_object_set_new(rep, "placement", placement);
+    json_object_set_new(rep, "trajectory", rows);
+    json_object_set_new(rep, "ttft", ttft);
+    json_object_set_new(rep, "profile_baseline", base_prof);
+    json_object_set_new(rep, "profile_final", final_prof);
+    json_object_set_new(rep, "gates", gates);
+    json_object_set_new(rep, "pass", json_boolean(pass));
+    if (out) fprintf(out, "phase 4: %s\n", pass ? "PASS" : "FAIL");
+    *report = rep;
+    return pass ? TS_OK : ts_fail(err, TS_ERR_GATE, "phase 4 gate failed (see the table)");
+}

@@ -1,0 +1,122 @@
+/* Phase 5, decode: the optimization trajectory, tok/s and GB/s of the final plan at each
+ * context against this machine's read peak, and the final plan's greedy lockstep against the
+ * oracle. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "deploy/gates.h"
+#include "deploy/phases.h"
+#include "deploy/placement.h"
+#include "deploy/tiles.h"
+
+/* Greedy lockstep of the final plan against the oracle (phase-3 rule at the first divergence). */
+static ts_status lockstep(const ts_model *m, const ts_perf_opts *o, const json_t *tiles, int copy, int runs, int gen,
+                          int *violations, json_t *out_rows, ts_error *err) {
+    enum { MAX_RUNS = 8 };
+    const ts_config *c = ts_model_config(m);
+    ts_cpu *cp = NULL;
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .disable = ts_placement_mask(copy), .fault = o->fault};
+    int32_t toks[MAX_RUNS * 8];
+    int same[MAX_RUNS], viol[MAX_RUNS];
+    int n0 = c->max_pos < 8 ? c->max_pos : 8;
+    if (gen > c->max_pos - n0) gen = c->max_pos - n0;
+    if (runs > MAX_RUNS) runs = MAX_RUNS;
+    for (int k = 0; k < runs; k++) ts_phase_prompt_tokens(c, 5, 300 + k, toks + k * n0, n0);
+    ts_status s = ts_cpu_new(m, n0 + gen + 1, &co, &cp, err);
+    if (!s && tiles) s = ts_tiles_apply(cp, tiles, err);
+    if (!s) s = ts_phase_lockstep(m, o->threads, cp, runs, toks, n0, gen, same, viol, err);
+    *violations = 0;
+    for (int k = 0; k < runs && !s; k++) {
+        *violations += viol[k];
+        if (o->out)
+            fprintf(o->out, "  lockstep %d (final plan vs oracle): %d of %d greedy tokens identical%s\n", k, same[k], gen,
+                    viol[k] ? ", diverged outside top-5" : "");
+        json_array_append_new(out_rows,
+                              json_pack("{s:i, s:i, s:b}", "identical_tokens", same[k], "tokens", gen, "violation", viol[k]));
+    }
+    ts_cpu_free(cp);
+    return s;
+}
+
+ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *phase4, json_t **report,
+                        ts_error *err) {
+    const ts_config *c = ts_model_config(m);
+    FILE *out = o->out;
+    const json_t *tiles = phase4 ? json_object_get(phase4, "tiles") : NULL;
+    int D = o->decode_tokens, C0 = 128;
+    if (C0 + D > c->max_pos) C0 = c->max_pos - D > 1 ? c->max_pos - D : 1;
+    json_t *rep = json_object(), *rows = json_array(), *ctxs = json_array(), *gates = json_array(), *lock = json_array();
+    json_t *base_prof = NULL, *final_prof = NULL;
+    ts_measurement fin = {0};
+    *report = NULL;
+    ts_status s = TS_OK;
+    int copy = 0; /* phase 4's weight placement */
+    if (out)
+        fprintf(out, "phase 5 (decode): optimization trajectory, %d greedy tokens after %d, %d warm trials each%s\n", D, C0,
+                o->trials, tiles ? "" : " (no phase-4 report: default tiles)");
+    if (phase4) s = ts_placement_parse(json_object_get(json_object_get(phase4, "placement"), "weights"),
+                                       "phase4.json: placement.weights", &copy, err);
+    if (!s && copy && !ts_placement_copy_fits(m)) { /* phase 4 ran with more memory free */
+        copy = 0;
+        if (out) fprintf(out, "  phase 4 chose copied weights, but a copy no longer fits in 70%% of RAM: the mmap\n");
+    }
+    if (!s) s = ts_perf_trajectory(m, o, 5, tiles, copy, C0, rows, &base_prof, &final_prof, &fin, err);
+    /* Peaks of this machine now, for the bandwidth fraction. */
+    ts_peaks pk = {0};
+    if (!s) s = ts_measure_peaks(m, o->threads, 2, &pk, err);
+    for (int i = 0; i < o->n_sizes && !s; i++) {
+        int C = o->sizes[i];
+        if (C + D > c->max_pos) {
+            if (out) fprintf(out, "  decode at context %d skipped: beyond max_position_embeddings %d\n", C, c->max_pos);
+            continue;
+        }
+        ts_measurement r = fin; /* the trajectory's final row is this plan at C0: not run twice */
+        ts_measure_opts mo = {.threads = o->threads, .trials = o->trials, .disable = ts_placement_mask(copy),
+                              .tiles = tiles, .fault = o->fault};
+        if (C != C0 && (s = ts_measure_decode(m, &mo, C, D, &r, err))) break;
+        double gbs = ts_measure_decode_bytes(c, C + D / 2.0) * r.rate / 1e9;
+        if (out)
+            fprintf(out, "  decode at context %5d: %8.2f tok/s +- %.2f, %.2f GB/s (%.0f%% of the %.1f GB/s read peak)\n", C,
+                    r.rate, r.rate_sd, gbs, 100 * gbs / pk.read_gbs, pk.read_gbs);
+        json_t *row = ts_measurement_json(&r, "decode_tok_s");
+        json_object_set_new(row, "context", json_integer(C));
+        json_object_set_new(row, "gb_s", json_real(gbs));
+        json_object_set_new(row, "bandwidth_fraction", json_real(gbs / pk.read_gbs));
+        json_array_append_new(ctxs, row);
+        if (r.samples != fin.samples) ts_measurement_free(&r);
+    }
+    int viol = 0, pass = 1;
+    if (!s) s = lockstep(m, o, tiles, copy, 2, 16, &viol, lock, err);
+    if (!s) {
+        if (out) {
+            fprintf(out, "  where decode time goes, final plan (per token):\n");
+            ts_measure_print_profile(out, final_prof);
+        }
+        json_array_append_new(gates, ts_gate_row("phase5", "lockstep_violations", viol, out, &pass));
+        json_array_append_new(gates, ts_gate_row("phase5", "trials", o->trials, out, &pass));
+    }
+    ts_measurement_free(&fin);
+    if (s) {
+        json_decref(rep), json_decref(rows), json_decref(ctxs), json_decref(gates), json_decref(lock);
+        json_decref(base_prof), json_decref(final_prof);
+        return s;
+    }
+    json_object_set_new(rep, "phase", json_integer(5));
+    json_object_set_new(rep, "context", json_integer(C0));
+    json_object_set_new(rep, "weights", json_string(copy ? "copy" : "mmap"));
+    json_object_set_new(rep, "decode_tokens", json_integer(D));
+    json_object_set_new(rep, "trials", json_integer(o->trials));
+    json_object_set_new(rep, "threads", json_integer(o->threads));
+    json_object_set_new(rep, "peak_read_gbs", json_real(pk.read_gbs));
+    json_object_set_new(rep, "trajectory", rows);
+    json_object_set_new(rep, "contexts", ctxs);
+    json_object_set_new(rep, "lockstep", lock);
+    json_object_set_new(rep, "profile_baseline", base_prof);
+    json_object_set_new(rep, "profile_final", final_prof);
+    json_object_set_new(rep, "gates", gates);
+    json_object_set_new(rep, "pass", json_boolean(pass));
+    if (out) fprintf(out, "phase 5: %s\n", pass ? "PASS" : "FAIL");
+    *report = rep;
+    return pass ? TS_OK : ts_fail(err, TS_ERR_GATE, "phase 5 gate failed (see the table)");
+}

@@ -1,0 +1,28 @@
+/* What phases 1-5 share: their seeded inputs (random activations, token prompts) and the way a
+ * phase report is closed. */
+#include <stdio.h>
+
+#include "deploy/phases.h"
+
+float ts_phase_frand(uint64_t *s) {
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);
+}
+
+json_t *ts_phase_finish(json_t *rep, json_t *gates, int phase, int pass, FILE *out) {
+    json_object_set_new(rep, "phase", json_integer(phase));
+    json_object_set_new(rep, "gates", gates);
+    json_object_set_new(rep, "pass", json_boolean(pass));
+    if (out) fprintf(out, "phase %d: %s\n", phase, pass ? "PASS" : "FAIL");
+    return rep;
+}
+
+void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n) {
+    uint64_t s = 0xabcdef12345ull + (uint64_t)k * 7919 + seed * 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < n; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        t[i] = (int32_t)((s >> 33) % (uint64_t)c->n_vocab);
+    }
+    if (c->bos_id >= 0) t[0] = c->bos_id;
+}
+
