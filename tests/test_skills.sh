@@ -25,5 +25,12 @@ while IFS= read -r span; do
         else fail=$((fail + 1)); echo "FAIL: skills quote '$span' but 'tessera $cmd --help' has no $flag" >&2; fi
     done
 done < <(grep -ohE '`tessera [a-z]+[^`]*`' "$DIR"/*/SKILL.md | tr -d '`' | sort -u)
+# Every repository path a skill quotes (src/..., docs/..., tools/...) exists, so a moved file
+# cannot leave a recipe pointing at nothing.
+ROOT=$(dirname "$DIR")
+for p in $(grep -ohE '(src|docs|tools|tests|scripts|cli)/[A-Za-z0-9_./-]*[A-Za-z0-9_/]' "$DIR"/*/SKILL.md | sort -u); do
+    if [ -e "$ROOT/$p" ]; then pass=$((pass + 1))
+    else fail=$((fail + 1)); echo "FAIL: skills quote $p, which is not in the repository" >&2; fi
+done
 echo "test_skills: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
