@@ -53,17 +53,16 @@ demo: build
 	$(BUILD)/tessera deploy $(DEMO_DIR) --out deployments/$(DEMO_PRESET)
 	@cat deployments/$(DEMO_PRESET)/report.md
 
-# Every seed preset at full size through phases 0-7, unattended, with the wall time of each
-# deployment (synth checkpoints are written once into $(BENCH_DIR); the 4B/8B ones are large).
+# Every seed preset at full size through phases 0-7, unattended (scripts/deploy_all.sh): synth
+# checkpoints are written once into $(BENCH_DIR) (the 4B/8B ones are large); a failure does not
+# stop the others; the table of exit code, wall time, verdict and peak RSS is printed and
+# written to deployments/deploy-all.md; the target fails when any deployment failed.
+# DEPLOY_ARGS go to every `tessera deploy` (e.g. DEPLOY_ARGS="--phases 0-3").
 DEPLOY_ALL ?= qwen2.5-0.5b qwen3-0.6b llama-3.2-1b qwen2.5-1.5b qwen3-1.7b smollm2-1.7b llama-3.2-3b qwen2.5-3b qwen3-4b
+DEPLOY_ARGS ?=
 deploy-all: build
-	@mkdir -p $(BENCH_DIR) deployments
-	@for m in $(DEPLOY_ALL); do \
-		[ -f $(BENCH_DIR)/$$m/config.json ] || $(BUILD)/tessera synth $$m $(BENCH_DIR)/$$m || exit 1; \
-		start=$$(date +%s); \
-		$(BUILD)/tessera deploy $(BENCH_DIR)/$$m --out deployments/$$m > deployments/$$m.log 2>&1; rc=$$?; \
-		echo "$$m: exit $$rc, $$(( $$(date +%s) - start )) s wall (log deployments/$$m.log)" | tee -a deployments/deploy-all.txt; \
-	done
+	bash scripts/deploy_all.sh --bin $(BUILD)/tessera --models $(BENCH_DIR) --out deployments \
+		--args "$(DEPLOY_ARGS)" $(DEPLOY_ALL)
 
 # Speed of the cpu target on full-size synth models (written once into $(BENCH_DIR)), with the
 # machine's own peaks measured in the same run. Prints ratios; never part of `make test`.

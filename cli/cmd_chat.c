@@ -13,6 +13,7 @@
 
 void cli_print_speed(const ts_gen_result *r);
 void cli_print_copied(const ts_session *s);
+void cli_print_notice(void *user, const char *msg);
 
 static const char *k_usage = "tessera chat MODEL_DIR|DEPLOY_DIR [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
@@ -45,6 +46,8 @@ int cmd_chat(int argc, char **argv) {
         } else o.model_dir = argv[i];
     }
     if (!o.model_dir) return cli_usage("chat", k_usage, "expects MODEL_DIR");
+    o.on_notice = cli_print_notice;
+    o.notice_user = "chat";
     int tty = isatty(0);
     if (tty) verbose = 1;
     ts_session *s = NULL;

@@ -4,7 +4,10 @@
 #include <string.h>
 
 #include "cli.h"
+#include "model/memory.h"
 #include "model/model.h"
+#include "target/cpu/cpu_target.h"
+#include "target/ref/ref_mem.h"
 
 static const char *k_usage = "tessera inspect MODEL_DIR [--ctx N] [--all-tensors] [--json]";
 
@@ -24,7 +27,7 @@ static const char *sz(uint64_t b, int slot) {
 
 int cmd_inspect(int argc, char **argv) {
     const char *dir = NULL;
-    long long ctx = 4096;
+    long long ctx = 0; /* 0: run's default, min(max_position_embeddings, 4096) */
     int all = 0, as_json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ctx") && i + 1 < argc) {
@@ -33,7 +36,7 @@ int cmd_inspect(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--all-tensors")) all = 1;
         else if (!strcmp(argv[i], "--json")) as_json = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: %s\n", k_usage);
+            printf("usage: %s\n\n  --ctx N   positions the memory estimate is for (default: run's, min(max_position_embeddings, 4096))\n", k_usage);
             return 0;
         } else if (argv[i][0] == '-' || dir) return cli_usage("inspect", k_usage, "unexpected argument");
         else dir = argv[i];
@@ -44,27 +47,30 @@ int cmd_inspect(int argc, char **argv) {
     ts_status s = ts_model_open(dir, &m, &err);
     if (s) return cli_fail("inspect", s, &err);
     const ts_config *c = &m->cfg;
+    if (ctx == 0) ctx = c->max_pos < 4096 ? c->max_pos : 4096;
     int n_dt[TS_DTYPE_COUNT] = {0};
     for (int i = 0; i < m->store.n_tensors; i++) n_dt[m->store.tensors[i].dtype]++;
     uint64_t wbytes = ts_store_file_bytes(&m->store);
-    uint64_t kv_tok = 2ull * (uint64_t)c->n_layers * (uint64_t)c->n_kv_heads * (uint64_t)c->head_dim;
-    uint64_t kv_f32 = kv_tok * 4 * (uint64_t)ctx, kv_bf16 = kv_tok * 2 * (uint64_t)ctx;
-    /* ref scratch: 64-token chunk of activations + one weight row + scores + one logits row */
-    uint64_t Q = (uint64_t)c->n_heads * c->head_dim, KVd = (uint64_t)c->n_kv_heads * c->head_dim;
-    uint64_t scratch = 4 * (64 * (4 * (uint64_t)c->n_embd + 2 * Q + 2 * KVd + 2 * (uint64_t)c->n_ff) +
-                            (uint64_t)c->n_ff + Q + (uint64_t)ctx + (uint64_t)c->n_vocab);
+    /* The same estimates logits and run check before they allocate: a generation run of ctx
+     * positions decodes in chunks of up to ctx tokens, on every core. */
+    ts_mem_need ref, cpu;
+    ts_ref_mem_need(m, (int)ctx, (int)ctx, 0, &ref);
+    ts_cpu_mem_need(m, (int)ctx, NULL, &cpu);
+    uint64_t kv_tok = ref.kv / (uint64_t)ctx;
     char feat[256];
     ts_config_features(c, feat, sizeof feat);
     if (as_json) {
         printf("{\"model\": \"%s\", \"architecture\": \"%s\", \"features\": \"%s\", \"n_params\": %llu, "
                "\"n_tensors\": %d, \"weight_bytes\": %llu, \"hidden_size\": %d, \"intermediate_size\": %d, "
                "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
-               "\"head_dim\": %d, \"vocab_size\": %d, \"ctx\": %lld, \"kv_cache_bytes_f32\": %llu, "
-               "\"kv_cache_bytes_bf16\": %llu, \"scratch_bytes\": %llu}\n",
+               "\"head_dim\": %d, \"vocab_size\": %d, \"max_position_embeddings\": %d, \"ctx\": %lld, "
+               "\"kv_cache_bytes_f32\": %llu, \"scratch_bytes\": %llu, \"ref_total_bytes\": %llu, "
+               "\"cpu_scratch_bytes\": %llu, \"cpu_weight_copy_bytes\": %llu, \"cpu_total_bytes\": %llu}\n",
                dir, c->arch_name, feat, (unsigned long long)m->n_params, m->store.n_tensors,
                (unsigned long long)wbytes, c->n_embd, c->n_ff, c->n_layers, c->n_heads, c->n_kv_heads,
-               c->head_dim, c->n_vocab, ctx, (unsigned long long)kv_f32, (unsigned long long)kv_bf16,
-               (unsigned long long)scratch);
+               c->head_dim, c->n_vocab, c->max_pos, ctx, (unsigned long long)ref.kv, (unsigned long long)ref.scratch,
+               (unsigned long long)ts_mem_private(&ref), (unsigned long long)cpu.scratch,
+               (unsigned long long)cpu.weights_owned, (unsigned long long)ts_mem_private(&cpu));
         ts_model_close(m);
         return 0;
     }
@@ -89,14 +95,16 @@ int cmd_inspect(int argc, char **argv) {
         if (!all && !strncmp(t->name, "model.layers.", 13) && strncmp(t->name, "model.layers.0.", 15)) continue;
         print_tensor(t);
     }
-    printf("memory for a generation run at %lld positions\n", ctx);
+    printf("memory for a generation run at %lld positions%s\n", ctx,
+           ctx > c->max_pos ? " (beyond max_position_embeddings: logits and run refuse it)" : "");
     printf("  weights (mmap'd, shared page cache)   %12s\n", sz(wbytes, 0));
-    printf("  KV cache FP32 (ref target)            %12s  (%llu bytes/token)\n", sz(kv_f32, 1),
-           (unsigned long long)(kv_tok * 4));
-    printf("  KV cache BF16 (optimized targets)     %12s  (%llu bytes/token)\n", sz(kv_bf16, 2),
-           (unsigned long long)(kv_tok * 2));
-    printf("  scratch (ref target, 64-token chunks) %12s\n", sz(scratch, 3));
-    printf("  total (ref)                           %12s\n", sz(wbytes + kv_f32 + scratch, 0));
+    printf("  KV cache FP32 (both targets)          %12s  (%llu bytes/token)\n", sz(ref.kv, 1),
+           (unsigned long long)kv_tok);
+    printf("  scratch (ref target, 64-token chunks) %12s\n", sz(ref.scratch, 2));
+    printf("  arena (cpu target, all cores)         %12s\n", sz(cpu.scratch, 3));
+    if (cpu.weights_owned) printf("  weight copies (cpu: non-BF16, norms)  %12s\n", sz(cpu.weights_owned, 1));
+    printf("  total (ref)                           %12s  + weights\n", sz(ts_mem_private(&ref), 0));
+    printf("  total (cpu)                           %12s  + weights\n", sz(ts_mem_private(&cpu), 2));
     ts_model_close(m);
     return 0;
 }

@@ -6,7 +6,9 @@
 #include "cli.h"
 #include "core/error.h"
 #include "io/logits_file.h"
+#include "model/memory.h"
 #include "target/cpu/cpu_target.h"
+#include "target/ref/ref_mem.h"
 
 static const char *k_usage =
     "tessera logits MODEL_DIR --tokens ID,ID,... --out FILE [--target ref|cpu] [--threads N]\n"
@@ -81,14 +83,41 @@ int cmd_logits(int argc, char **argv) {
     ts_cpu_opts co = {.n_threads = (int)threads, .force_variant = -1};
     float *logits = NULL, *hidden = NULL;
     ts_status s = ts_model_open(model, &m, &err);
+    /* Both refusals come before the first large allocation: a request beyond the trained
+     * context, or one the machine cannot hold, fails in milliseconds instead of running (or
+     * swapping) for minutes. */
+    if (!s) s = ts_model_check_context(m, n, "--tokens: token count", &err);
+    size_t logits_bytes = 0, hidden_bytes = 0;
+    if (!s) {
+        ts_mem_need need;
+        if (use_cpu) ts_cpu_mem_need(m, n, &co, &need);
+        else ts_ref_mem_need(m, n, n, (int)threads, &need);
+        logits_bytes = sizeof(float) * (last ? 1 : (size_t)n) * (size_t)ts_model_n_vocab(m);
+        if (hidp)
+            hidden_bytes = sizeof(float) * (size_t)(ts_model_n_layers(m) + 1) * (size_t)n * (size_t)ts_model_n_embd(m);
+        need.outputs = logits_bytes + hidden_bytes;
+        char d[256], w[32], a[32], src[64], what[64];
+        uint64_t avail;
+        ts_mem_describe(&need, d, sizeof d);
+        fprintf(stderr, "logits: memory for %d tokens on the %s target: %s; weights %s mapped", n, target, d,
+                ts_mem_str(need.weights_mapped, w, sizeof w));
+        if (ts_mem_available(&avail, src, sizeof src))
+            fprintf(stderr, "; %s available (%s)", ts_mem_str(avail, a, sizeof a), src);
+        fputc('\n', stderr);
+        snprintf(what, sizeof what, "logits of %d tokens", n);
+        s = ts_mem_check(&need, what, &err);
+        if (s && !last && n > 1) {
+            size_t V = (size_t)ts_model_n_vocab(m);
+            snprintf(err.msg + strlen(err.msg), sizeof err.msg - strlen(err.msg),
+                     "; --last keeps one row of logits (%s instead of %s)", ts_mem_str(sizeof(float) * V, w, sizeof w),
+                     ts_mem_str(logits_bytes, a, sizeof a));
+        }
+    }
     if (!s) s = use_cpu ? ts_cpu_new(m, n, &co, &cp, &err) : ts_ref_new(m, n, &r, &err);
     if (!s && r) s = ts_ref_set_threads(r, (int)threads, &err);
     if (!s) {
-        size_t V = (size_t)ts_model_n_vocab(m);
-        logits = malloc(sizeof(float) * (last ? 1 : (size_t)n) * V);
-        if (hidp)
-            hidden = malloc(sizeof(float) * (size_t)(ts_model_n_layers(m) + 1) * (size_t)n *
-                            (size_t)ts_model_n_embd(m));
+        logits = malloc(logits_bytes);
+        if (hidp) hidden = malloc(hidden_bytes);
         if (!logits || (hidp && !hidden)) s = ts_fail(&err, TS_ERR_NOMEM, "out of memory for outputs");
     }
     if (!s)

@@ -39,6 +39,11 @@ void cli_print_copied(const ts_session *s) {
     if (b) fprintf(stderr, "weights: %.0f MB copied at load\n", (double)b / 1e6);
 }
 
+/* The session's notices (a reply capped by the context), on stderr for run and chat. */
+void cli_print_notice(void *user, const char *msg) {
+    fprintf(stderr, "tessera %s: note: %s\n", (const char *)user, msg);
+}
+
 /* The summary line both run and chat print to stderr. */
 void cli_print_speed(const ts_gen_result *r) {
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s; generation: %d tokens, %.1f tok/s (stop: %s)\n",
@@ -70,6 +75,8 @@ int cmd_run(int argc, char **argv) {
         } else o.model_dir = argv[i];
     }
     if (!o.model_dir || !prompt) return cli_usage("run", k_usage, "expects MODEL_DIR (or DEPLOY_DIR) and -p TEXT");
+    o.on_notice = cli_print_notice;
+    o.notice_user = "run";
     ts_session *s = NULL;
     ts_deployment dep;
     ts_status st = cli_resolve_deployment("run", &o, &dep, &err);

@@ -3,7 +3,8 @@
 # packages already present are not fetched again, so it is cheap to run before every build.
 set -euo pipefail
 
-DEBS=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev clang libclang-rt-14-dev)
+# time: GNU time, the peak RSS column of `make deploy-all`.
+DEBS=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev clang libclang-rt-14-dev time)
 
 missing=()
 for p in "${DEBS[@]}"; do

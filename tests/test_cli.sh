@@ -105,6 +105,22 @@ PY
 expect 6 'tensor "model.layers.1.mlp.up_proj.weight" element 10 is NaN' -- "$BIN" deploy "$TMP/badjson" --out "$TMP/d6"
 expect 1 "outside the vocabulary" -- "$BIN" logits "$FIX/hf/llama_mha" --tokens 1,256 --out "$TMP/x.bin"
 expect 64 "--tokens expects" -- "$BIN" logits "$FIX/hf/llama_mha" --tokens 1,,2 --out "$TMP/x.bin"
+# beyond the context (max_position_embeddings 256 in the fixture): refused before any work,
+# naming both numbers and config.json; the memory a request needs is said before allocating,
+# and a request larger than the memory available is refused with exit 7 (TESSERA_MEM_AVAILABLE
+# stands in for a small machine)
+over=$(python3 -c "print(','.join(['7'] * 257))")
+for t in ref cpu; do
+    expect 1 "token count 257 exceeds the model's context of 256 positions (max_position_embeddings in $FIX/hf/llama_mha/config.json)" \
+        -- "$BIN" logits "$FIX/hf/llama_mha" --tokens "$over" --out "$TMP/x.bin" --target $t
+    [ ! -e "$TMP/x.bin" ] && ok || bad "logits over the context wrote $TMP/x.bin"
+    expect 0 "logits: memory for 3 tokens on the $t target: KV cache 3.0 KiB" -- \
+        "$BIN" logits "$FIX/hf/llama_mha" --tokens 1,2,3 --out "$TMP/m.bin" --target $t --threads 1
+    expect 7 "logits of 256 tokens needs KV cache 256.0 KiB" -- env TESSERA_MEM_AVAILABLE=100000 \
+        "$BIN" logits "$FIX/hf/llama_mha" --tokens "${over#7,}" --out "$TMP/x.bin" --target $t
+done
+expect 0 "positions x 256 vocab" -- "$BIN" logits "$FIX/hf/llama_mha" --tokens "${over#7,}" --out "$TMP/x.bin" --last
+expect 0 "(beyond max_position_embeddings: logits and run refuse it)" -- "$BIN" inspect "$FIX/hf/llama_mha" --ctx 300
 expect 64 "--phases expects" -- "$BIN" deploy "$FIX/hf/llama_mha" --phases 3-1
 
 # phases 1-3 (cpu target vs oracle) on a synth model and on an F32 HF fixture (converted to BF16)

@@ -103,7 +103,23 @@ expect 64 "--temp expects" -- "$BIN" run "$M" -p hi --temp abc
 expect 64 "--top-p expects" -- "$BIN" run "$M" -p hi --top-p 0
 expect 64 "expects MODEL_DIR (or DEPLOY_DIR) and -p" -- "$BIN" run "$M"
 expect 64 "unexpected argument" -- "$BIN" chat "$M" --frobnicate
-expect 1 "does not fit the context" -- "$BIN" run "$M" -p "one two three four five six" --ctx 4
+expect 1 "prompt of 6 tokens does not fit the context of 4 positions (--ctx 4)" -- "$BIN" run "$M" -p "one two three four five six" --ctx 4
+
+# -n beyond the context: said up front (how many tokens, which limit, where it stops), and the
+# run stops there with exit 0. The 5-token prompt leaves 10 - 5 + 1 = 6 (the last token sampled
+# is never fed back); --ctx past max_position_embeddings is refused naming both numbers.
+expect 0 "generation capped at 6 tokens (-n 12): the context holds 10 positions (--ctx 10) and the prompt fills 5 of them, so it stops at position 10" \
+    -- "$BIN" run "$M" -p "Hello, my name is" -n 12 --ctx 10 --temp 0 --threads 2
+expect 0 "generation: 6 tokens" -- "$BIN" run "$M" -p "Hello, my name is" -n 12 --ctx 10 --temp 0 --threads 2
+mkdir -p "$TMP/short" && ln -sf "$M/model.safetensors" "$M/tokenizer.json" "$M/tokenizer_config.json" "$TMP/short/"
+sed 's/"max_position_embeddings": [0-9]*/"max_position_embeddings": 16/' "$M/config.json" >"$TMP/short/config.json"
+expect 0 "generation capped at 12 tokens (-n 100): the context holds 16 positions (max_position_embeddings in $TMP/short/config.json)" \
+    -- "$BIN" run "$TMP/short" -p "Hello, my name is" -n 100 --temp 0 --threads 2
+expect 1 "--ctx 17 exceeds the model's context of 16 positions (max_position_embeddings in $TMP/short/config.json)" \
+    -- "$BIN" run "$TMP/short" -p "Hello" --ctx 17
+printf 'Hello there\n' | "$BIN" chat "$TMP/short" -n 100 --temp 0 --threads 2 >/dev/null 2>"$TMP/ce_short"
+grep -q "tessera chat: note: generation capped at" "$TMP/ce_short" && ok || bad "chat did not say its reply is capped: $(cat "$TMP/ce_short")"
+expect 7 "a session of 4096 positions" -- env TESSERA_MEM_AVAILABLE=1000000 "$BIN" run "$M" -p "Hello" -n 2
 expect 2 "no such directory" -- "$BIN" chat "$TMP/missing"
 
 finish

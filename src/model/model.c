@@ -183,6 +183,12 @@ ts_status ts_model_check_tokens(const ts_config *c, const int32_t *tokens, int n
                            tokens[i], i, c->n_vocab);
     return TS_OK;
 }
+ts_status ts_model_check_context(const ts_model *m, int n, const char *what, ts_error *err) {
+    if (n <= m->cfg.max_pos) return TS_OK;
+    return ts_fail(err, TS_ERR_ARG,
+                   "%s %d exceeds the model's context of %d positions (max_position_embeddings in %s)",
+                   what, n, m->cfg.max_pos, m->config_path);
+}
 int ts_model_n_vocab(const ts_model *m) { return m->cfg.n_vocab; }
 int ts_model_n_layers(const ts_model *m) { return m->cfg.n_layers; }
 int ts_model_n_embd(const ts_model *m) { return m->cfg.n_embd; }

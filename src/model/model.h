@@ -34,5 +34,10 @@ const ts_config *ts_model_config(const ts_model *m);
  * max_seq positions, each inside the vocabulary. who names the target in messages. */
 ts_status ts_model_check_tokens(const ts_config *c, const int32_t *tokens, int n, int n_past,
                                 int max_seq, const char *who, ts_error *err);
+/* TS_ERR_ARG when n positions exceed max_position_embeddings, naming both numbers and
+ * config.json: "WHAT N exceeds the model's context of M positions (...)". The targets run any
+ * position their cache holds; the trained context is enforced where a request comes in
+ * (logits, a session's --ctx), before anything is allocated. */
+ts_status ts_model_check_context(const ts_model *m, int n, const char *what, ts_error *err);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "io/mmap.h"
+#include "model/memory.h"
 
 typedef struct text_buf {
     char *p;
@@ -54,6 +55,7 @@ struct ts_session {
     int n_msgs, cap_msgs;
     int reused;
     int nomem; /* reply text could not be kept */
+    char ctx_src[512]; /* where n_ctx came from, for messages */
 };
 
 void ts_session_opts_default(ts_session_opts *o) {
@@ -119,9 +121,31 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
     }
     if (!st) {
         const ts_config *cf = ts_model_config(s->m);
-        if (s->o.n_ctx <= 0) s->o.n_ctx = cf->max_pos > 0 && cf->max_pos < 4096 ? cf->max_pos : 4096;
-        ts_cpu_opts co = {.n_threads = o->n_threads, .force_variant = -1,
-                          .disable = o->copy_weights > 0 ? TS_OPT_ZERO_COPY : 0, .release_source = 1};
+        if (s->o.n_ctx > 0) {
+            snprintf(s->ctx_src, sizeof s->ctx_src, "--ctx %d", s->o.n_ctx);
+            st = ts_model_check_context(s->m, s->o.n_ctx, "--ctx", err);
+        } else if (cf->max_pos <= 4096) {
+            s->o.n_ctx = cf->max_pos;
+            snprintf(s->ctx_src, sizeof s->ctx_src, "max_position_embeddings in %s", s->m->config_path);
+        } else {
+            s->o.n_ctx = 4096;
+            snprintf(s->ctx_src, sizeof s->ctx_src,
+                     "the default; --ctx raises it up to max_position_embeddings %d", cf->max_pos);
+        }
+    }
+    ts_cpu_opts co = {.n_threads = o->n_threads, .force_variant = -1,
+                      .disable = o->copy_weights > 0 ? TS_OPT_ZERO_COPY : 0, .release_source = 1};
+    if (!st) {
+        /* The KV cache of a long --ctx (or a copy of the weights) is the session's big
+         * allocation: refused here when the machine cannot hold it, rather than swapping. */
+        ts_mem_need need;
+        char what[600];
+        ts_cpu_mem_need(s->m, s->o.n_ctx, &co, &need);
+        need.outputs = sizeof(float) * (size_t)ts_model_config(s->m)->n_vocab; /* the generator's logits */
+        snprintf(what, sizeof what, "a session of %d positions (%s)", s->o.n_ctx, s->ctx_src);
+        st = ts_mem_check(&need, what, err);
+    }
+    if (!st) {
         st = ts_cpu_new(s->m, s->o.n_ctx, &co, &s->cpu, err);
         if (!st && o->n_tiles) st = ts_cpu_tiles_set(s->cpu, o->tiles, o->n_tiles, err);
         /* The session holds its own copy of every weight now (each tensor's mapped pages went
@@ -170,11 +194,33 @@ const ts_chat_template *ts_session_template(const ts_session *s) { return s->tmp
 int ts_session_reused(const ts_session *s) { return s->reused; }
 const int32_t *ts_session_tokens(const ts_session *s, int *n) { return ts_gen_tokens(s->gen, n, NULL); }
 
+/* Before a prompt is prefilled: it must fit what the cache has left, and when the context
+ * leaves room for fewer than max_tokens the caller hears how many and where generation stops.
+ * The last token sampled is never fed back, so n_ctx - used + 1 tokens can come out. */
+static ts_status check_room(ts_session *s, int n, ts_error *err) {
+    int past = ts_cpu_n_past(s->cpu), C = s->o.n_ctx;
+    if (n > C - past)
+        return ts_fail(err, TS_ERR_ARG, "prompt of %d tokens%s does not fit the context of %d positions (%s)", n,
+                       past ? " after the cached conversation" : "", C, s->ctx_src);
+    int cap = C - past - n + 1;
+    if (cap < s->o.max_tokens && s->o.on_notice) {
+        char msg[1024];
+        snprintf(msg, sizeof msg,
+                 "generation capped at %d tokens (-n %d): the context holds %d positions (%s) and the prompt "
+                 "fills %d of them, so it stops at position %d",
+                 cap, s->o.max_tokens, C, s->ctx_src, past + n, C);
+        s->o.on_notice(s->o.notice_user, msg);
+    }
+    return TS_OK;
+}
+
 static ts_status run_tokens(ts_session *s, const int32_t *ids, int n, ts_gen_result *res, ts_error *err) {
+    ts_status st = check_room(s, n, err);
+    if (st) return st;
     s->reply.len = 0;
     if (s->reply.p) s->reply.p[0] = 0;
     s->nomem = 0;
-    ts_status st = ts_gen_run(s->gen, ids, n, res, err);
+    st = ts_gen_run(s->gen, ids, n, res, err);
     if (!st && s->nomem) st = ts_fail(err, TS_ERR_NOMEM, "out of memory keeping the reply text");
     return st;
 }

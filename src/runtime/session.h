@@ -23,6 +23,10 @@ typedef struct ts_session_opts {
     const ts_cpu_tile_rec *tiles; /* a deployment's autotuned tiles (borrowed), or NULL */
     int n_tiles;
     int copy_weights; /* --weights: 1 copy, 0 mmap, -1 unset (a deployment's choice, else mmap) */
+    /* Said once per reply when the context caps it below max_tokens: how many tokens it can
+     * have and where it stops (the caller prints it; may be NULL). */
+    void (*on_notice)(void *user, const char *msg);
+    void *notice_user;
 } ts_session_opts;
 
 /* Defaults: ts_sample_opts_default, 256 tokens per reply, n_ctx 0, enable_thinking -1. */
@@ -31,7 +35,9 @@ void ts_session_opts_default(ts_session_opts *o);
 typedef struct ts_session ts_session;
 
 /* on_text gets generated text as it is produced. need_template: load the chat template too
- * (an error if the model has none and no ChatML fallback applies). */
+ * (an error if the model has none and no ChatML fallback applies). Refused before the KV
+ * cache is allocated: --ctx beyond max_position_embeddings (TS_ERR_ARG, both numbers named)
+ * and a session larger than the memory available (TS_ERR_NOMEM, model/memory.h). */
 ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_fn on_text,
                           void *user, ts_session **out, ts_error *err);
 void ts_session_close(ts_session *s);
@@ -42,7 +48,8 @@ size_t ts_session_copied_bytes(const ts_session *s);
 const ts_chat_template *ts_session_template(const ts_session *s);
 
 /* Generates a continuation of raw text (BOS added when the tokenizer has one), from an empty
- * cache. */
+ * cache. A prompt that does not fit the context is TS_ERR_ARG naming the context and where
+ * its size came from (--ctx, max_position_embeddings or the default). */
 ts_status ts_session_complete(ts_session *s, const char *prompt, ts_gen_result *res, ts_error *err);
 /* One chat turn: appends the user message, prefills only the tokens the cache lacks, and
  * generates the reply (which is kept in the conversation). */

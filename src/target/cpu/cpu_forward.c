@@ -120,6 +120,55 @@ static int bind_weights(ts_cpu *c) {
 
 /* ---- session ---- */
 
+static int resolve_threads(const ts_cpu_opts *o) {
+    int nth = ts_pool_resolve_threads(o ? o->n_threads : 0);
+    if (nth < 1) nth = 1;
+    return nth > 256 ? 256 : nth; /* the pool's limit; more cores than that gain nothing here */
+}
+
+/* The arena's floats (carved in ts_cpu_new below); ts_cpu_mem_need uses the same sum. */
+static size_t arena_floats(const ts_config *cf, int chunk, int nth, int max_seq) {
+    size_t H = (size_t)cf->n_embd, hd = (size_t)cf->head_dim, Q = (size_t)cf->n_heads * hd,
+           KV = (size_t)cf->n_kv_heads * hd, F = (size_t)cf->n_ff, CH = (size_t)chunk, NT = Q + 2 * KV,
+           rt = (H > hd ? H : hd) * 2;
+    return CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * TS_ATTN_TILE * ((size_t)max_seq + 16) +
+           (size_t)nth * rt + CH * hd;
+}
+
+/* What own() takes for a copy of `bytes` (huge-page copies are rounded up to whole pages). */
+static uint64_t owned_bytes(size_t bytes) {
+    return bytes >= HUGE_PAGE ? (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE : bytes;
+}
+static uint64_t mat_bytes(const ts_tensor *t, unsigned disable) {
+    if (t->dtype == TS_DTYPE_BF16 && !(disable & TS_OPT_ZERO_COPY)) return 0;
+    return owned_bytes((size_t)t->numel * sizeof(uint16_t));
+}
+static uint64_t vec_bytes(const ts_tensor *t) { return t ? owned_bytes((size_t)t->numel * sizeof(float)) : 0; }
+
+void ts_cpu_mem_need(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_mem_need *out) {
+    const ts_config *cf = ts_model_config(m);
+    unsigned disable = o ? o->disable & TS_OPT_ALL : 0;
+    int chunk = max_seq < CPU_CHUNK ? max_seq : CPU_CHUNK;
+    memset(out, 0, sizeof *out);
+    out->weights_mapped = ts_store_file_bytes(&m->store);
+    /* the same tensors bind_weights takes */
+    for (int l = 0; l < cf->n_layers; l++) {
+        const ts_layer_w *w = &m->layers[l];
+        const ts_tensor *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        const ts_tensor *vecs[] = {w->attn_norm, w->ffn_norm, w->q_norm, w->k_norm, w->bq, w->bk,
+                                   w->bv, w->bo, w->b_gate, w->b_up, w->b_down};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) out->weights_owned += mat_bytes(mats[i], disable);
+        for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) out->weights_owned += vec_bytes(vecs[i]);
+    }
+    out->weights_owned += mat_bytes(m->embed, disable) + vec_bytes(m->final_norm);
+    if (m->lm_head != m->embed) out->weights_owned += mat_bytes(m->lm_head, disable);
+    out->kv = 2 * (uint64_t)cf->n_layers * (uint64_t)max_seq * (uint64_t)cf->n_kv_heads * (uint64_t)cf->head_dim *
+              sizeof(float);
+    out->scratch = ((uint64_t)arena_floats(cf, chunk, resolve_threads(o), max_seq) + (uint64_t)cf->head_dim / 2 +
+                    ((disable & TS_OPT_LAST_LOGITS) ? (uint64_t)chunk * (uint64_t)cf->n_vocab : 0)) *
+                   sizeof(float);
+}
+
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
                      ts_error *err) {
     *out = NULL;
@@ -139,9 +188,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
                            ts_cpu_variant_name((ts_cpu_variant)o->force_variant));
         v = (ts_cpu_variant)o->force_variant;
     }
-    int nth = ts_pool_resolve_threads(o ? o->n_threads : 0);
-    if (nth < 1) nth = 1;
-    if (nth > 256) nth = 256; /* the pool's limit; more cores than that gain nothing here */
+    int nth = resolve_threads(o);
     ts_cpu *c = calloc(1, sizeof *c);
     if (!c) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     c->m = m;
@@ -167,8 +214,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->v_cache = malloc(kv * sizeof(float));
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));
     size_t CH = (size_t)c->chunk, NT = (size_t)Q + 2 * (size_t)KV, rt = (size_t)(H > hd ? H : hd) * 2;
-    size_t arena = CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * TS_ATTN_TILE * (max_seq + 16) +
-                   (size_t)nth * rt + CH * (size_t)hd;
+    size_t arena = arena_floats(cf, c->chunk, nth, max_seq);
     c->arena = malloc(arena * sizeof(float));
     if (c->disable & TS_OPT_LAST_LOGITS) c->lg_all = malloc(CH * (size_t)cf->n_vocab * sizeof(float));
     if (!c->L || !c->owned || !c->k_cache || !c->v_cache || !c->inv_freq || !c->arena ||

@@ -6,6 +6,7 @@
 #define TS_TARGET_CPU_TARGET_H
 #include <stdio.h>
 
+#include "model/memory.h"
 #include "model/model.h"
 #include "plan/steps.h"
 #include "target/cpu/cpu_features.h"
@@ -38,6 +39,11 @@ typedef struct ts_cpu_opts {
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
                      ts_error *err);
 void ts_cpu_free(ts_cpu *c);
+/* What ts_cpu_new(m, max_seq, o) would allocate (model/memory.h), from the same sizes: KV
+ * cache, the arena (activations, per-thread attention scores), and the weights it copies or
+ * converts (non-BF16 tensors, every matrix without TS_OPT_ZERO_COPY, the FP32 norm and bias
+ * vectors). Outputs are the caller's: left 0. */
+void ts_cpu_mem_need(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_mem_need *out);
 void ts_cpu_reset(ts_cpu *c);
 int ts_cpu_n_past(const ts_cpu *c);
 /* Same contract as ts_ref_forward: appends n tokens; logits for all positions or the last;

@@ -9,6 +9,7 @@
 #include "core/pool.h"
 #include "model/model.h"
 #include "target/ref/ref_kernels.h"
+#include "target/ref/ref_mem.h"
 #include "target/ref/ref_steps.h"
 
 /* Tokens per chunk: bounds the scratch size; chunking does not change results because
@@ -55,6 +56,35 @@ static void mm(ts_ref *r, float *out, const float *x, const ts_tensor *W, const 
 
 static int max3(int a, int b, int c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
+/* Sizes shared by the allocations and ts_ref_mem_need, so the estimate is what is allocated. */
+static size_t kv_floats(const ts_config *c, int max_seq) { /* one of K, V */
+    return (size_t)c->n_layers * (size_t)max_seq * (size_t)c->n_kv_heads * (size_t)c->head_dim;
+}
+static size_t row_floats(const ts_config *c) {
+    return TS_REF_ROW_SCRATCH(max3(c->n_embd, c->n_heads * c->head_dim, c->n_ff));
+}
+/* Scratch of a forward call in chunks of CH tokens attending over n_scores positions. */
+static size_t scratch_floats(const ts_config *c, int CH, int n_scores) {
+    size_t Q = (size_t)c->n_heads * (size_t)c->head_dim, KV = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    return (size_t)CH * (4 * (size_t)c->n_embd + 2 * Q + 2 * KV + 2 * (size_t)c->n_ff) + row_floats(c) +
+           (size_t)n_scores;
+}
+static int resolve_threads(int n_threads) {
+    n_threads = ts_pool_resolve_threads(n_threads);
+    return n_threads > 256 ? 256 : n_threads;
+}
+
+void ts_ref_mem_need(const ts_model *m, int max_seq, int n_tokens, int n_threads, ts_mem_need *out) {
+    const ts_config *c = &m->cfg;
+    int nth = resolve_threads(n_threads);
+    int CH = n_tokens < REF_CHUNK ? n_tokens : REF_CHUNK;
+    memset(out, 0, sizeof *out);
+    out->weights_mapped = ts_store_file_bytes(&m->store);
+    out->kv = 2 * (uint64_t)kv_floats(c, max_seq) * sizeof(float);
+    out->scratch = ((uint64_t)scratch_floats(c, CH < 1 ? 1 : CH, max_seq) + (size_t)c->head_dim / 2 +
+                    (nth > 1 ? (uint64_t)nth * row_floats(c) : 0)) * sizeof(float);
+}
+
 /* Row scratch for n threads. */
 static int rows_alloc(ts_ref *r, int n) {
     free(r->rows);
@@ -69,7 +99,7 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
         return ts_fail(err, TS_ERR_ARG, "ref session: max_seq %d outside [1, 2^24]", max_seq);
     ts_ref *r = calloc(1, sizeof *r);
     if (!r) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
-    size_t kv = (size_t)c->n_layers * (size_t)max_seq * (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    size_t kv = kv_floats(c, max_seq);
     r->m = m;
     r->max_seq = max_seq;
     r->k_cache = malloc(kv * sizeof(float));
@@ -90,9 +120,7 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
 ts_status ts_ref_set_threads(ts_ref *r, int n_threads, ts_error *err) {
     if (n_threads < 0 || n_threads > 256)
         return ts_fail(err, TS_ERR_ARG, "ref session: %d threads outside [0, 256]", n_threads);
-    if (n_threads == 0) n_threads = ts_pool_default_threads();
-    if (n_threads < 1) n_threads = 1;
-    if (n_threads > 256) n_threads = 256;
+    n_threads = resolve_threads(n_threads);
     ts_pool_free(r->pool);
     r->pool = NULL;
     if (n_threads == 1) return TS_OK;
@@ -200,8 +228,7 @@ static float *scratch_new(const ts_ref *r, int CH, int n_scores, scratch *w) {
     const ts_config *c = &r->m->cfg;
     int H = c->n_embd, hd = c->head_dim, Q = c->n_heads * hd, KV = c->n_kv_heads * hd, F = c->n_ff;
     size_t sh = (size_t)CH * H;
-    float *buf = malloc(sizeof(float) * (4 * sh + 2 * (size_t)CH * Q + 2 * (size_t)CH * KV +
-                                         2 * (size_t)CH * F + TS_REF_ROW_SCRATCH(max3(H, Q, F)) + (size_t)n_scores));
+    float *buf = malloc(sizeof(float) * scratch_floats(c, CH, n_scores));
     if (!buf) return NULL;
     float *p = buf;
     w->x = p, p += sh;
