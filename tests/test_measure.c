@@ -179,12 +179,22 @@ static void test_measure(const ts_model *m) {
         s = ts_measure_decode(m, &o, 4, 2, &r, &err);
         CHECK(s == TS_ERR_ARG && !r.samples, "decode threads %d trials %d: %s", bad[i][0], bad[i][1], err.msg);
     }
-    /* A failure inside the session (an empty prompt) frees what the measurement holds. */
+    /* Empty prompts or decodes: TS_ERR_ARG, nothing held (a 0-token prefill once wrote its
+     * BOS past a 0-element prompt). */
     o = (ts_measure_opts){.threads = 2, .trials = 2};
-    s = ts_measure_prefill(m, &o, 0, &r, &err);
-    CHECK(s != TS_OK && !r.samples && !r.profile, "prefill of 0 tokens: %s", ts_status_name(s));
+    int sizes[4][2] = {{0, 2}, {-3, 2}, {4, 0}, {1, -1}};
+    for (int i = 0; i < 4; i++) {
+        err.msg[0] = 0;
+        s = i < 2 ? ts_measure_prefill(m, &o, sizes[i][0], &r, &err)
+                  : ts_measure_decode(m, &o, sizes[i][0], sizes[i][1], &r, &err);
+        CHECK(s == TS_ERR_ARG && !r.samples && !r.profile && strstr(err.msg, ">= 1"), "%s of %d, %d tokens: %s %s",
+              i < 2 ? "prefill" : "decode", sizes[i][0], sizes[i][1], ts_status_name(s), err.msg);
+    }
+    s = ts_measure_decode(m, &o, 0, 2, &r, &err);
+    CHECK(s == TS_ERR_ARG && !r.samples, "decode after an empty context: %s", ts_status_name(s));
 
-    /* Tiles handed to a measurement are applied; a tile the model has no shape for fails it. */
+    /* Tiles handed to a measurement are applied; a tile the model has no shape for fails it
+     * inside the session, which frees what the measurement held. */
     json_t *bad_tiles = json_pack("[{s:i, s:i, s:i, s:i, s:i, s:i}]", "bucket", 1, "n", 77, "k", 64, "ms", 1, "nr",
                                   1, "sb", 64);
     o = (ts_measure_opts){.threads = 2, .trials = 1, .tiles = bad_tiles};
