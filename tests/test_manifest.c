@@ -45,7 +45,7 @@ static json_t *report(int phase, int pass) {
                 {4, "top1_changes", 0, 1},          {4, "trials", 5, 5},          {5, "lockstep_violations", 0, 1},
                 {5, "trials", 5, 5},                {6, "generation_runs", 1, 0}};
     json_t *gates = json_array();
-    char ph[16];
+    char ph[24];
     snprintf(ph, sizeof ph, "phase%d", phase);
     int all = 1;
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
@@ -167,7 +167,7 @@ static void check_gates(const json_t *man, json_t *const reps[TS_N_PHASES], int 
     const json_t *g = json_object_get(man, "gates");
     int all = 1, ran = 0;
     for (int p = 0; p < TS_N_PHASES; p++) {
-        char key[16];
+        char key[24];
         snprintf(key, sizeof key, "phase%d", p);
         const json_t *e = json_object_get(g, key);
         if (!reps[p]) {
