@@ -95,6 +95,10 @@ ts_status ts_measure_prefill(const ts_model *m, const ts_measure_opts *o, int P,
     const ts_config *c = ts_model_config(m);
     ts_status s = begin(o, r, err);
     if (s) return s;
+    if (P < 1) {
+        ts_measurement_free(r);
+        return ts_fail(err, TS_ERR_ARG, "measurement: a prefill of %d tokens (must be >= 1)", P);
+    }
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)P);
     float *lg = malloc(sizeof(float) * (size_t)c->n_vocab);
     ts_cpu *cp = NULL;
@@ -124,6 +128,11 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
     const ts_config *c = ts_model_config(m);
     ts_status s = begin(o, r, err);
     if (s) return s;
+    if (C < 1 || D < 1) {
+        ts_measurement_free(r);
+        return ts_fail(err, TS_ERR_ARG, "measurement: %d decoded tokens after a %d-token context (both must be >= 1)",
+                       D, C);
+    }
     int32_t *toks = malloc(sizeof(int32_t) * (size_t)C);
     float *lg = malloc(sizeof(float) * (size_t)c->n_vocab), *lg0 = malloc(sizeof(float) * (size_t)c->n_vocab);
     ts_cpu *cp = NULL;

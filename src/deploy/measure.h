@@ -35,7 +35,7 @@ typedef struct ts_measurement {
     json_t *profile;           /* where the warm time goes, per dispatch (caller decrefs) */
 } ts_measurement;
 
-/* Warm prefill of P tokens. */
+/* Warm prefill of P tokens. Threads, trials, P, C and D must be >= 1 (TS_ERR_ARG). */
 ts_status ts_measure_prefill(const ts_model *m, const ts_measure_opts *o, int P, ts_measurement *r, ts_error *err);
 /* Greedy decode of D tokens after a C-token context, each trial from the same context (the KV
  * cache truncated back to C); cold: the first run right after the context's prefill. */

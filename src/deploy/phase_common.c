@@ -23,6 +23,6 @@ void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         t[i] = (int32_t)((s >> 33) % (uint64_t)c->n_vocab);
     }
-    if (c->bos_id >= 0) t[0] = c->bos_id;
+    if (c->bos_id >= 0 && n > 0) t[0] = c->bos_id;
 }
 
