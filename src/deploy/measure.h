@@ -24,7 +24,8 @@ typedef struct ts_measure_opts {
 
 typedef struct ts_measurement {
     double create_ms;          /* session creation (weights bound or copied, tiles applied) */
-    double cold_ms;            /* creation + the first forward (prefill) or first decode run */
+    double cold_ms;            /* prefill: creation + the first forward; decode: the first run
+                                * after the context's prefill (creation not included) */
     double mean_ms, sd_ms;     /* warm trial time */
     double rate, rate_sd;      /* tokens per second per trial */
     double *samples;           /* the trials' tokens per second (trials entries; caller frees) */
