@@ -1,11 +1,13 @@
-/* tessera deploy MODEL [--phases 0-7] [--golden FILE] [--out DIR] [--threads N] [--force] [--json]
+/* tessera deploy MODEL [--phases 0-7] [--golden FILE | --hf-python PY [--hf-script FILE]] [--out DIR] [--threads N] [--force] [--json]
  *                [--trials N] [--prefill N] [--prefill-sizes LIST] [--decode-contexts LIST]
  *                [--decode-tokens N] [--weights auto|mmap|copy] [--inject-fault STEP[:nan][@LAYER]]
  * Phases run in order, each closed by its gate: 0 oracle, 1 kernels, 2 blocks, 3 model,
  * 4 prefill trajectory + autotuning, 5 decode trajectory, 6 finalize, 7 evaluate (a fresh
  * `tessera eval` process). Each report goes to OUT/phaseN.json (default deployments/<model dir
  * name>/). Starting later than phase 0 resumes from the reports already in OUT. A failed gate
- * runs the diagnosis once and stops the later phases unless --force, which is recorded. */
+ * runs the diagnosis once and stops the later phases unless --force, which is recorded.
+ * --hf-python makes phase 0's golden logits with transformers (tools/hf_golden.py, into
+ * OUT/golden/); without any goldens phase 0's verdict is "not compared", which is no failure. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -26,7 +28,8 @@
 #include "core/clock.h"
 
 static const char *k_usage =
-    "tessera deploy MODEL_DIR [--phases 0-7] [--golden GOLDEN_JSON] [--out DIR] [--threads N] [--force]\n"
+    "tessera deploy MODEL_DIR [--phases 0-7] [--golden GOLDEN_JSON | --hf-python PYTHON [--hf-script FILE]]\n"
+    "                      [--out DIR] [--threads N] [--force]\n"
     "                      [--json] [--trials N] [--prefill N] [--prefill-sizes 128,512]\n"
     "                      [--decode-contexts 128,1024] [--decode-tokens N] [--weights auto|mmap|copy]\n"
     "                      [--inject-fault STEP[:nan][@LAYER]]   (debug: corrupts one cpu step)";
@@ -125,7 +128,8 @@ static int load_earlier(const char *outdir, int lo, json_t *reports[TS_N_PHASES]
                 free(path);
                 return -1;
             }
-            if (!json_is_true(json_object_get(reports[p], "pass")) && *failed_phase < 0) *failed_phase = p;
+            /* "not compared" (phase 0 without HF goldens) is no failure */
+            if (ts_phase_verdict_of(reports[p]) == TS_PHASE_FAIL && *failed_phase < 0) *failed_phase = p;
         }
         free(path);
     }
@@ -134,6 +138,7 @@ static int load_earlier(const char *outdir, int lo, json_t *reports[TS_N_PHASES]
 
 int cmd_deploy(int argc, char **argv) {
     const char *model = NULL, *phases = "0-7", *golden = NULL, *outdir = NULL, *fault_spec = NULL;
+    const char *hf_python = NULL, *hf_script = NULL;
     int as_json = 0, force = 0;
     long long threads = 0, v;
     ts_perf_opts p4, p5;
@@ -142,6 +147,8 @@ int cmd_deploy(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--phases") && i + 1 < argc) phases = argv[++i];
         else if (!strcmp(argv[i], "--golden") && i + 1 < argc) golden = argv[++i];
+        else if (!strcmp(argv[i], "--hf-python") && i + 1 < argc) hf_python = argv[++i];
+        else if (!strcmp(argv[i], "--hf-script") && i + 1 < argc) hf_script = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) outdir = argv[++i];
         else if (!strcmp(argv[i], "--inject-fault") && i + 1 < argc) fault_spec = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
@@ -178,8 +185,12 @@ int cmd_deploy(int argc, char **argv) {
         else model = argv[i];
     }
     if (!model) return cli_usage("deploy", k_usage, "expects MODEL_DIR");
+    if (golden && hf_python) return cli_usage("deploy", k_usage, "--golden and --hf-python exclude each other");
+    if (hf_script && !hf_python) return cli_usage("deploy", k_usage, "--hf-script needs --hf-python");
     int lo, hi;
     if (parse_phases(phases, &lo, &hi)) return cli_usage("deploy", k_usage, "--phases expects N or A-B within 0-7");
+    if ((golden || hf_python) && lo > 0)
+        return cli_usage("deploy", k_usage, "--golden and --hf-python feed phase 0, which --phases leaves out");
     ts_error err, fail_err;
     ts_cpu_fault fault;
     if (fault_spec && ts_cpu_fault_parse(fault_spec, &fault, &err)) return cli_usage("deploy", k_usage, err.msg);
@@ -215,7 +226,8 @@ int cmd_deploy(int argc, char **argv) {
     for (int p = lo; p <= hi && (first_fail == TS_OK || force); p++) {
         double t_phase = ts_now_s();
         if (p == 0) {
-            ts_phase0_opts o0 = {golden, out, (int)threads};
+            ts_phase0_opts o0 = {.golden = golden, .out = out, .threads = (int)threads, .hf_python = hf_python,
+                                 .hf_script = hf_script, .deploy_dir = outdir};
             s = ts_phase0_run(model, &o0, &reports[0], &err);
         } else {
             if (!m && (s = ts_model_open(model, &m, &err))) goto fail;
