@@ -55,13 +55,17 @@ demo: build
 
 # Every seed preset at full size through phases 0-7, unattended, with the wall time of each
 # deployment (synth checkpoints are written once into $(BENCH_DIR); the 4B/8B ones are large).
+# HF_PYTHON=/path/venv-hf/bin/python (torch + transformers) compares phase 0 with Hugging Face;
+# without it phase 0 is "not compared".
+HF_PYTHON ?=
 DEPLOY_ALL ?= qwen2.5-0.5b qwen3-0.6b llama-3.2-1b qwen2.5-1.5b qwen3-1.7b smollm2-1.7b llama-3.2-3b qwen2.5-3b qwen3-4b
 deploy-all: build
 	@mkdir -p $(BENCH_DIR) deployments
 	@for m in $(DEPLOY_ALL); do \
 		[ -f $(BENCH_DIR)/$$m/config.json ] || $(BUILD)/tessera synth $$m $(BENCH_DIR)/$$m || exit 1; \
 		start=$$(date +%s); \
-		$(BUILD)/tessera deploy $(BENCH_DIR)/$$m --out deployments/$$m > deployments/$$m.log 2>&1; rc=$$?; \
+		$(BUILD)/tessera deploy $(BENCH_DIR)/$$m --out deployments/$$m $(if $(HF_PYTHON),--hf-python $(HF_PYTHON)) \
+			> deployments/$$m.log 2>&1; rc=$$?; \
 		echo "$$m: exit $$rc, $$(( $$(date +%s) - start )) s wall (log deployments/$$m.log)" | tee -a deployments/deploy-all.txt; \
 	done
 
