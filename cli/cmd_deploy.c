@@ -1,5 +1,5 @@
-/* tessera deploy MODEL [--phases 0-7] [--golden FILE | --hf-python PY [--hf-script FILE]] [--out DIR] [--threads N] [--force] [--json]
- *                [--trials N] [--prefill N] [--prefill-sizes LIST] [--decode-contexts LIST]
+/* tessera deploy MODEL [--phases 0-7] [--golden FILE | --hf-python PY [--hf-script FILE]] [--out DIR]
+ *                [--threads N] [--force] [--json] [--trials N] [--prefill N] [--prefill-sizes LIST] [--decode-contexts LIST]
  *                [--decode-tokens N] [--weights auto|mmap|copy] [--inject-fault STEP[:nan][@LAYER]]
  * Phases run in order, each closed by its gate: 0 oracle, 1 kernels, 2 blocks, 3 model,
  * 4 prefill trajectory + autotuning, 5 decode trajectory, 6 finalize, 7 evaluate (a fresh
