@@ -58,11 +58,14 @@ demo: build
 # stop the others; the table of exit code, wall time, verdict and peak RSS is printed and
 # written to deployments/deploy-all.md; the target fails when any deployment failed.
 # DEPLOY_ARGS go to every `tessera deploy` (e.g. DEPLOY_ARGS="--phases 0-3").
+# HF_PYTHON=/path/venv-hf/bin/python (torch + transformers) compares phase 0 with Hugging Face;
+# without it phase 0 is "not compared".
+HF_PYTHON ?=
 DEPLOY_ALL ?= qwen2.5-0.5b qwen3-0.6b llama-3.2-1b qwen2.5-1.5b qwen3-1.7b smollm2-1.7b llama-3.2-3b qwen2.5-3b qwen3-4b
 DEPLOY_ARGS ?=
 deploy-all: build
 	bash scripts/deploy_all.sh --bin $(BUILD)/tessera --models $(BENCH_DIR) --out deployments \
-		--args "$(DEPLOY_ARGS)" $(DEPLOY_ALL)
+		--args "$(DEPLOY_ARGS)$(if $(HF_PYTHON), --hf-python $(HF_PYTHON))" $(DEPLOY_ALL)
 
 # Speed of the cpu target on full-size synth models (written once into $(BENCH_DIR)), with the
 # machine's own peaks measured in the same run. Prints ratios; never part of `make test`.

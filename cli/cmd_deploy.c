@@ -1,5 +1,6 @@
-/* tessera deploy MODEL [--phases 0-7] [--golden FILE] [--out DIR] [--threads N] [--force] [--json]
- *                [--trials N] [--prefill N] [--prefill-sizes LIST] [--decode-contexts LIST]
+/* tessera deploy MODEL [--phases 0-7] [--golden FILE | --hf-python PY [--hf-script FILE]] [--out DIR]
+ *                [--threads N] [--force] [--json] [--trials N] [--prefill N] [--prefill-sizes LIST]
+ *                [--decode-contexts LIST]
  *                [--decode-tokens N] [--weights auto|mmap|copy] [--inject-fault STEP[:nan][@LAYER]]
  * Parses the arguments into ts_deploy_opts; the phase driver is src/deploy/driver.c. */
 #include <stdio.h>
@@ -11,7 +12,8 @@
 #include "deploy/deploy.h"
 
 static const char *k_usage =
-    "tessera deploy MODEL_DIR [--phases 0-7] [--golden GOLDEN_JSON] [--out DIR] [--threads N] [--force]\n"
+    "tessera deploy MODEL_DIR [--phases 0-7] [--golden GOLDEN_JSON | --hf-python PYTHON [--hf-script FILE]]\n"
+    "                      [--out DIR] [--threads N] [--force]\n"
     "                      [--json] [--trials N] [--prefill N] [--prefill-sizes 128,512]\n"
     "                      [--decode-contexts 128,1024] [--decode-tokens N] [--weights auto|mmap|copy]\n"
     "                      [--inject-fault STEP[:nan][@LAYER]]   (debug: corrupts one cpu step)";
@@ -57,6 +59,8 @@ int cmd_deploy(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--phases") && i + 1 < argc) phases = argv[++i];
         else if (!strcmp(argv[i], "--golden") && i + 1 < argc) o.golden = argv[++i];
+        else if (!strcmp(argv[i], "--hf-python") && i + 1 < argc) o.hf_python = argv[++i];
+        else if (!strcmp(argv[i], "--hf-script") && i + 1 < argc) o.hf_script = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) o.out_dir = argv[++i];
         else if (!strcmp(argv[i], "--inject-fault") && i + 1 < argc) fault_spec = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
@@ -94,7 +98,11 @@ int cmd_deploy(int argc, char **argv) {
         else o.model_dir = argv[i];
     }
     if (!o.model_dir) return cli_usage("deploy", k_usage, "expects MODEL_DIR");
+    if (o.golden && o.hf_python) return cli_usage("deploy", k_usage, "--golden and --hf-python exclude each other");
+    if (o.hf_script && !o.hf_python) return cli_usage("deploy", k_usage, "--hf-script needs --hf-python");
     if (parse_phases(phases, &o.lo, &o.hi)) return cli_usage("deploy", k_usage, "--phases expects N or A-B within 0-7");
+    if ((o.golden || o.hf_python) && o.lo > 0)
+        return cli_usage("deploy", k_usage, "--golden and --hf-python feed phase 0, which --phases leaves out");
     ts_error err;
     ts_cpu_fault fault;
     if (fault_spec) {

@@ -23,8 +23,11 @@ ts_status cli_resolve_deployment(const char *cmd, ts_session_opts *o, ts_deploym
     if (!ts_deployment_is(o->model_dir)) return TS_OK;
     ts_status s = ts_deployment_load(o->model_dir, d, err);
     if (s) return s;
-    if (!d->all_gates_passed)
+    if (d->gates_failed || (!d->all_gates_passed && !d->oracle_not_compared))
         fprintf(stderr, "tessera %s: warning: %s is a deployment whose gates did not all pass\n", cmd, o->model_dir);
+    if (d->oracle_not_compared)
+        fprintf(stderr, "tessera %s: note: %s: phase 0 not compared with Hugging Face (its oracle was never checked "
+                        "against transformers; deploy --hf-python does)\n", cmd, o->model_dir);
     o->model_dir = d->model_dir;
     if (o->n_threads <= 0) o->n_threads = d->threads;
     o->tiles = d->tiles;

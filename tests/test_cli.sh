@@ -39,8 +39,10 @@ read -r nt nv < <(od -An -t d4 -N8 "$TMP/l.bin")
 expect 0 "1 positions" -- "$BIN" logits "$TMP/tiny" --tokens 1,2,3 --out "$TMP/last.bin" --last
 # --last must equal the last row of the full run
 cmp -s <(tail -c 16384 "$TMP/l.bin") <(tail -c 16384 "$TMP/last.bin") && ok || bad "--last differs from last row"
-expect 0 "phase 0: PASS" -- "$BIN" deploy "$TMP/tiny" --phases 0 --out "$TMP/dep"
-grep -q '"pass": true' "$TMP/dep/phase0.json" && ok || bad "phase0.json lacks pass: true"
+# without HF goldens phase 0 is "not compared": no failure (exit 0), no passed gate either
+expect 0 "phase 0: not compared" -- "$BIN" deploy "$TMP/tiny" --phases 0 --out "$TMP/dep"
+grep -q '"verdict": "not compared"' "$TMP/dep/phase0.json" && grep -q '"pass": null' "$TMP/dep/phase0.json" \
+    && ok || bad "phase0.json lacks verdict: not compared"
 
 # logits of an HF fixture equal transformers' golden logits (same format, tolerance 1e-4 rel)
 G="$FIX/hf/qwen2_bias/golden"
@@ -60,6 +62,20 @@ relcmp "$TMP/h.bin" "$G/hidden_2.bin" 12 1e-4 "qwen2_bias hidden states" && ok |
 
 # phase 0 against HF goldens passes; a corrupted golden makes the gate fail with exit 8
 expect 0 "phase 0: PASS" -- "$BIN" deploy "$FIX/hf/llama_gqa_rope3" --out "$TMP/dep2"
+python3 - "$TMP/dep2" <<'PY' && ok || bad "an HF-compared deployment does not record phase 0 PASS / all gates passed"
+import json, sys
+d = sys.argv[1]
+p0, m = json.load(open(d + "/phase0.json")), json.load(open(d + "/manifest.json"))
+assert p0["verdict"] == "PASS" and p0["pass"] is True and p0["hf_compared"], p0
+assert p0["golden_source"].startswith("model directory") and p0["golden_generator"] == "tools/gen_hf_fixtures.py", p0
+assert m["gates"]["phase0"]["verdict"] == "PASS" and m["not_compared"] == [] and m["all_gates_passed"], m["gates"]["phase0"]
+assert "Phase verdicts: 0 oracle PASS" in open(d + "/report.md").read()
+PY
+# every HF fixture's own golden prompts: phase 0 compares and passes
+for f in "$FIX"/hf/*/; do
+    f=$(basename "$f")
+    expect 0 "phase 0: PASS" -- "$BIN" deploy "$FIX/hf/$f" --phases 0 --threads 2 --out "$TMP/p0-$f"
+done
 cp -r "$FIX/hf/llama_gqa_rope3" "$TMP/perturbed" && chmod -R u+w "$TMP/perturbed"
 python3 - "$TMP/perturbed/golden/logits_1.bin" <<'PY'
 import struct, sys
@@ -125,14 +141,16 @@ expect 64 "--phases expects" -- "$BIN" deploy "$FIX/hf/llama_mha" --phases 3-1
 
 # phases 1-3 (cpu target vs oracle) on a synth model and on an F32 HF fixture (converted to BF16)
 expect 0 "phase 3: PASS" -- "$BIN" deploy "$TMP/tiny" --phases 0-3 --out "$TMP/dep_all"
-for p in 0 1 2 3; do grep -q '"pass": true' "$TMP/dep_all/phase$p.json" && ok || bad "phase$p.json lacks pass: true"; done
+for p in 1 2 3; do grep -q '"pass": true' "$TMP/dep_all/phase$p.json" && ok || bad "phase$p.json lacks pass: true"; done
 # manifest: weight hashes equal sha256sum's, every gate recorded, report.md has the gate table
 want=$(sha256sum "$TMP/tiny/model.safetensors" | cut -d' ' -f1)
 grep -q "\"sha256\": \"$want\"" "$TMP/dep_all/manifest.json" && ok || bad "manifest weight sha256 differs from sha256sum"
-grep -q '"all_gates_passed": true' "$TMP/dep_all/manifest.json" && ok || bad "manifest lacks all_gates_passed"
+grep -q '"all_gates_passed": false' "$TMP/dep_all/manifest.json" && ok || bad "phase 0 not compared counted as passed"
 grep -q "| 3 model | lockstep_violations | 0 | <= 0 | PASS |" "$TMP/dep_all/report.md" && ok || bad "report.md gate table"
-# phase 7: the evaluator passes an intact deployment (warning: no performance claims yet) ...
+# phase 7: the evaluator passes an intact deployment (warnings: phase 0 not compared, no
+# performance claims yet) ...
 expect 9 "verdict: PASS-with-warnings (0 failed" -- "$BIN" eval "$TMP/dep_all" --seed 5
+grep -q "| WARN | phase 0 not compared with Hugging Face" "$TMP/dep_all/evaluation.md" && ok || bad "eval does not warn of phase 0 not compared"
 grep -q "Verdict: PASS-with-warnings" "$TMP/dep_all/evaluation.md" && ok || bad "evaluation.md verdict"
 # ... fails when a weight changed after deployment, naming the file ...
 python3 -c "import sys; p=sys.argv[1]; d=bytearray(open(p,'rb').read()); d[-6]^=1; open(p,'wb').write(d)" "$TMP/tiny/model.safetensors"

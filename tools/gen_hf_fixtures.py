@@ -50,7 +50,6 @@ import argparse
 import json
 import os
 import shutil
-import struct
 import sys
 
 os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
@@ -58,7 +57,6 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 import numpy as np
 import torch
 import transformers
-from packaging import version
 from transformers import (
     AutoModelForCausalLM,
     LlamaConfig,
@@ -69,6 +67,8 @@ from transformers import (
     Qwen3ForCausalLM,
 )
 
+from hf_golden import dtype_kwarg, write_golden  # the writer deploy's goldens share
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUT = os.path.join(REPO_ROOT, "tests", "fixtures", "hf")
 
@@ -76,9 +76,6 @@ INIT_STD = 0.1
 NORM_JITTER = 0.1
 SEQ_LENGTHS = (1, 7, 24)
 
-_TF_VERSION = version.parse(transformers.__version__)
-# transformers renamed the from_pretrained/config keyword torch_dtype -> dtype in 4.56.
-_DTYPE_KW = "dtype" if _TF_VERSION >= version.parse("4.56.0") else "torch_dtype"
 
 DTYPES = {
     "float32": torch.float32,
@@ -277,66 +274,6 @@ def make_sequences(vocab_size, seed):
     return seqs
 
 
-def write_logits(path, logits):
-    arr = np.ascontiguousarray(logits, dtype="<f4")
-    n_tokens, n_vocab = arr.shape
-    with open(path, "wb") as f:
-        f.write(struct.pack("<ii", n_tokens, n_vocab))
-        f.write(arr.tobytes())
-
-
-def write_hidden(path, states):
-    arr = np.ascontiguousarray(states, dtype="<f4")
-    n_states, n_tokens, hidden = arr.shape
-    with open(path, "wb") as f:
-        f.write(struct.pack("<iii", n_states, n_tokens, hidden))
-        f.write(arr.tobytes())
-
-
-def first_tensor(output):
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, (tuple, list)):
-        return output[0]
-    raise TypeError(f"unexpected hook output type {type(output)}")
-
-
-def run_with_states(model, tokens):
-    """Forward one sequence; return (logits [T,V], states [L+1,T,H]) as float32 numpy."""
-    captured = {}
-    handles = []
-
-    def hook_for(idx):
-        def hook(_module, _inputs, output):
-            captured[idx] = first_tensor(output).detach().clone()
-        return hook
-
-    handles.append(model.model.embed_tokens.register_forward_hook(hook_for(0)))
-    for k, layer in enumerate(model.model.layers):
-        handles.append(layer.register_forward_hook(hook_for(k + 1)))
-    try:
-        ids = torch.tensor([tokens], dtype=torch.long)
-        with torch.no_grad():
-            out = model(input_ids=ids, use_cache=False)
-    finally:
-        for h in handles:
-            h.remove()
-
-    n_states = len(model.model.layers) + 1
-    assert sorted(captured) == list(range(n_states)), sorted(captured)
-    states = torch.stack([captured[i][0] for i in range(n_states)])  # [S, T, H]
-    logits = out.logits[0]
-    assert logits.dtype == torch.float32 and states.dtype == torch.float32
-
-    # Sanity check: final norm of the last state through lm_head reproduces logits.
-    with torch.no_grad():
-        recomputed = model.lm_head(model.model.norm(states[-1:]))[0]
-    err = (recomputed - logits).abs().max().item()
-    scale = logits.abs().max().item()
-    assert err <= 1e-5 * max(1.0, scale), f"lm_head(norm(h_L)) mismatch: {err}"
-    return logits.numpy(), states.numpy()
-
-
 def check_reload_matches(saved_model, reloaded):
     """The reloaded fp32 weights must equal the saved (low-precision) weights exactly."""
     want = {k: v.float() for k, v in saved_model.state_dict().items()}
@@ -373,47 +310,16 @@ def build_fixture(spec, out_dir, seed):
         assert os.path.exists(os.path.join(fdir, "model.safetensors.index.json"))
 
     reloaded = AutoModelForCausalLM.from_pretrained(
-        fdir, attn_implementation="eager", **{_DTYPE_KW: torch.float32})
+        fdir, attn_implementation="eager", **{dtype_kwarg(): torch.float32})
     reloaded.eval()
     assert type(reloaded) is spec["cls"], type(reloaded)
     check_reload_matches(model, reloaded)
 
-    cfg = reloaded.config
-    n_layers = cfg.num_hidden_layers
-    hidden = cfg.hidden_size
-    vocab = cfg.vocab_size
-
+    vocab = reloaded.config.vocab_size
     gdir = os.path.join(fdir, "golden")
     os.makedirs(gdir)
-    seqs_meta = []
-    for i, tokens in enumerate(make_sequences(vocab, seed + 1000)):
-        logits, states = run_with_states(reloaded, tokens)
-        assert logits.shape == (len(tokens), vocab)
-        assert states.shape == (n_layers + 1, len(tokens), hidden)
-        assert np.isfinite(logits).all() and np.isfinite(states).all()
-        write_logits(os.path.join(gdir, f"logits_{i}.bin"), logits)
-        write_hidden(os.path.join(gdir, f"hidden_{i}.bin"), states)
-        seqs_meta.append({
-            "tokens": tokens,
-            "logits": f"logits_{i}.bin",
-            "hidden": f"hidden_{i}.bin",
-            "top1": [int(x) for x in logits.argmax(axis=-1)],
-        })
-
-    meta = {
-        "generator": "tools/gen_hf_fixtures.py",
-        "transformers_version": transformers.__version__,
-        "torch_version": torch.__version__,
-        "architecture": type(reloaded).__name__,
-        "saved_dtype": spec["dtype"],
-        "n_layers": n_layers,
-        "hidden_size": hidden,
-        "vocab_size": vocab,
-        "sequences": seqs_meta,
-    }
-    with open(os.path.join(gdir, "golden.json"), "w", encoding="utf-8", newline="\n") as f:
-        json.dump(meta, f, indent=2)
-        f.write("\n")
+    write_golden(gdir, reloaded, make_sequences(vocab, seed + 1000), "tools/gen_hf_fixtures.py",
+                 extra={"saved_dtype": spec["dtype"]})
 
     total = 0
     for root, _dirs, files in os.walk(fdir):

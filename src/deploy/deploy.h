@@ -17,6 +17,8 @@ typedef struct ts_deploy_opts {
     int threads;               /* 0: every core; resolved once and recorded as the real count */
     int force;                 /* run later phases after a failed gate (recorded) */
     const char *golden;        /* phase 0: golden.json, or NULL */
+    const char *hf_python;     /* phase 0: a python with torch + transformers that makes the goldens */
+    const char *hf_script;     /* phase 0: tools/hf_golden.py elsewhere than where it is looked for */
     ts_perf_opts p4, p5;       /* phases 4-5 (ts_perf_defaults); out/threads/fault are set here */
     const ts_cpu_fault *fault; /* debug: corrupt one cpu step, or NULL */
     FILE *out;                 /* progress and tables, or NULL */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "deploy/manifest.h"
 #include "deploy/tiles.h"
 #include "deploy/placement.h"
 #include "io/mmap.h"
@@ -42,6 +43,14 @@ ts_status ts_deployment_load(const char *dir, ts_deployment *d, ts_error *err) {
     snprintf(d->model_dir, sizeof d->model_dir, "%s", mdir);
     d->threads = (int)json_integer_value(threads);
     d->all_gates_passed = json_is_true(json_object_get(man, "all_gates_passed"));
+    const char *key;
+    json_t *g;
+    json_object_foreach(json_object_get(man, "gates"), key, g) {
+        ts_phase_verdict v = ts_phase_verdict_of(g);
+        d->gates_failed += v == TS_PHASE_FAIL;
+        if (!strcmp(key, "phase0")) d->oracle_not_compared = v == TS_PHASE_NOT_COMPARED;
+    }
+    if (json_is_true(json_object_get(man, "forced")) && !d->gates_failed) d->gates_failed = 1;
     char where[4200];
     snprintf(where, sizeof where, "%s: target.tiles", path);
     s = ts_tiles_parse(tiles, where, d->tiles, TS_DEPLOY_MAX_TILES, &d->n_tiles, err);

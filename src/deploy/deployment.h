@@ -13,7 +13,9 @@ typedef struct ts_deployment {
     ts_cpu_tile_rec tiles[TS_DEPLOY_MAX_TILES];
     int n_tiles;
     int copy_weights; /* target.weights: 1 "copy", 0 "mmap" (or absent) */
-    int all_gates_passed;
+    int all_gates_passed; /* every phase that ran passed (a "not compared" phase is not a pass) */
+    int gates_failed;     /* phases whose recorded verdict is FAIL, or 1 when the deploy was --force'd */
+    int oracle_not_compared; /* phase 0 ran without Hugging Face goldens */
 } ts_deployment;
 
 /* 1 when dir holds a manifest.json. */

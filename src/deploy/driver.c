@@ -88,7 +88,8 @@ static ts_status load_earlier(const char *outdir, int lo, json_t *reports[TS_N_P
                 free(path);
                 return s;
             }
-            if (!json_is_true(json_object_get(reports[p], "pass")) && *failed_phase < 0) *failed_phase = p;
+            /* "not compared" (phase 0 without HF goldens) is no failure */
+            if (ts_phase_verdict_of(reports[p]) == TS_PHASE_FAIL && *failed_phase < 0) *failed_phase = p;
         }
         free(path);
     }
@@ -98,7 +99,8 @@ static ts_status load_earlier(const char *outdir, int lo, json_t *reports[TS_N_P
 static ts_status run_phase(const ts_deploy_opts *o, int p, ts_model **m, const char *outdir, int threads, int forced,
                            json_t *reports[TS_N_PHASES], const json_t *diag, int *wrote_manifest, ts_error *err) {
     if (p == 0) {
-        ts_phase0_opts o0 = {o->golden, o->out, threads};
+        ts_phase0_opts o0 = {.golden = o->golden, .out = o->out, .threads = threads, .hf_python = o->hf_python,
+                             .hf_script = o->hf_script, .deploy_dir = outdir};
         return ts_phase0_run(o->model_dir, &o0, &reports[0], err);
     }
     ts_status s = *m ? TS_OK : ts_model_open(o->model_dir, m, err);

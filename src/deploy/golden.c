@@ -84,6 +84,8 @@ ts_status ts_golden_load(const char *path, ts_golden *g, ts_error *err) {
     }
     if ((s = ts_json_str(root, "generator", path, 0, "unknown", &gen, err))) goto done;
     snprintf(g->generator, sizeof g->generator, "%s", gen);
+    if ((s = ts_json_str(root, "transformers_version", path, 0, "", &gen, err))) goto done;
+    snprintf(g->transformers_version, sizeof g->transformers_version, "%s", gen);
     g->seqs = calloc(json_array_size(seqs), sizeof *g->seqs);
     if (!g->seqs) {
         s = ts_fail(err, TS_ERR_NOMEM, "out of memory");

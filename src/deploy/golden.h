@@ -1,5 +1,6 @@
-/* HF golden fixtures (tools/gen_hf_fixtures.py): token sequences with transformers' fp32
- * logits and per-layer hidden states, described by a golden.json. */
+/* HF goldens (tools/gen_hf_fixtures.py for the test fixtures, tools/hf_golden.py for any
+ * checkpoint): token sequences with transformers' fp32 logits and per-layer hidden states,
+ * described by a golden.json. */
 #ifndef TS_DEPLOY_GOLDEN_H
 #define TS_DEPLOY_GOLDEN_H
 #include <stdint.h>
@@ -19,6 +20,7 @@ typedef struct ts_golden {
     ts_golden_seq *seqs;
     int n_seqs;
     char generator[128];
+    char transformers_version[64]; /* "" when golden.json does not say */
 } ts_golden;
 
 ts_status ts_golden_load(const char *json_path, ts_golden *g, ts_error *err);

@@ -106,6 +106,16 @@ static json_t *thresholds_json(void) {
     return a;
 }
 
+ts_phase_verdict ts_phase_verdict_of(const json_t *rep) {
+    const char *v = json_string_value(json_object_get(rep, "verdict"));
+    if (v) return !strcmp(v, "PASS") ? TS_PHASE_PASS : !strcmp(v, "not compared") ? TS_PHASE_NOT_COMPARED : TS_PHASE_FAIL;
+    return json_is_true(json_object_get(rep, "pass")) ? TS_PHASE_PASS : TS_PHASE_FAIL;
+}
+
+const char *ts_phase_verdict_name(ts_phase_verdict v) {
+    return v == TS_PHASE_PASS ? "PASS" : v == TS_PHASE_NOT_COMPARED ? "not compared" : "FAIL";
+}
+
 static double num(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
 /* A string field of a report (possibly read back from disk), "" when absent or not a string. */
 static const char *str(const json_t *o, const char *k) {
@@ -208,7 +218,27 @@ static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHA
                     json_string_value(json_object_get(g, "op")), json_number_value(json_object_get(g, "threshold")),
                     json_is_true(json_object_get(g, "pass")) ? "PASS" : "**FAIL**");
         }
+        if (p == 0 && ts_phase_verdict_of(reports[0]) == TS_PHASE_NOT_COMPARED) {
+            const ts_threshold *t1 = ts_threshold_find("phase0", "top1_frac"), *tp = ts_threshold_find("phase0", "pearson"),
+                               *tr = ts_threshold_find("phase0", "rel_l2");
+            fprintf(f, "| 0 %s | top1_frac, pearson, rel_l2 vs Hugging Face | no golden logits | >= %g, >= %g, <= %g | "
+                       "**not compared** |\n", names[0], t1 ? t1->value : 1.0, tp ? tp->value : 0.99999,
+                    tr ? tr->value : 1e-4);
+        }
     }
+    fprintf(f, "\nPhase verdicts: ");
+    for (int p = 0, n = 0; p < TS_N_PHASES; p++) {
+        if (!reports[p]) continue;
+        ts_phase_verdict v = ts_phase_verdict_of(reports[p]);
+        fprintf(f, "%s%d %s %s%s%s", n++ ? ", " : "", p, names[p], v == TS_PHASE_PASS ? "" : "**",
+                ts_phase_verdict_name(v), v == TS_PHASE_PASS ? "" : "**");
+    }
+    fprintf(f, ".\n");
+    if (reports[0] && ts_phase_verdict_of(reports[0]) == TS_PHASE_NOT_COMPARED)
+        fprintf(f, "\n**Phase 0 not compared**: the oracle's logits were not compared with Hugging Face transformers "
+                   "(no golden logits), so nothing vouches for the oracle every later gate is measured against. The "
+                   "deployment runs, but its gates are not all passed. `tessera deploy MODEL --phases 0 --hf-python "
+                   "PYTHON` (an interpreter with torch and transformers) makes the goldens and compares.\n");
     fprintf(f, "\nPhases not run: ");
     int any = 0;
     for (int p = 0; p < TS_N_PHASES; p++)
@@ -231,17 +261,22 @@ ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *cons
     json_object_set_new(man, "target", target_json(threads, reports[4]));
     json_object_set_new(man, "thresholds", thresholds_json());
     int all = 1;
+    json_t *not_compared = json_array();
     for (int p = 0; p < TS_N_PHASES; p++) {
         if (!reports[p]) continue;
         char key[16];
         snprintf(key, sizeof key, "phase%d", p);
-        int pass = json_is_true(json_object_get(reports[p], "pass"));
-        all &= pass;
-        json_object_set_new(gates, key, json_pack("{s:b, s:O}", "pass", pass, "gates",
+        ts_phase_verdict v = ts_phase_verdict_of(reports[p]);
+        all &= v == TS_PHASE_PASS; /* a gate that compared nothing is not a passed gate */
+        if (v == TS_PHASE_NOT_COMPARED) json_array_append_new(not_compared, json_string(key));
+        json_object_set_new(gates, key, json_pack("{s:o, s:s, s:O}", "pass",
+                                                  v == TS_PHASE_NOT_COMPARED ? json_null() : json_boolean(v == TS_PHASE_PASS),
+                                                  "verdict", ts_phase_verdict_name(v), "gates",
                                                   json_object_get(reports[p], "gates")));
     }
     json_object_set_new(man, "gates", gates);
     json_object_set_new(man, "all_gates_passed", json_boolean(all));
+    json_object_set_new(man, "not_compared", not_compared);
     json_object_set_new(man, "forced", json_boolean(forced));
     json_object_set_new(man, "performance", performance_json(reports[4], reports[5]));
     char *mp = ts_path_join(out_dir, "manifest.json"), *rp = ts_path_join(out_dir, "report.md");

@@ -1,5 +1,7 @@
 /* Phase 0 as DESIGN.md defines it. Without golden logits the phase still loads, validates and
- * runs the oracle (no NaN/Inf anywhere), and says plainly that the HF comparison was skipped. */
+ * runs the oracle (no NaN/Inf anywhere, which still gates), but its verdict is "not compared":
+ * an oracle never checked against transformers is not a passed gate. With --hf-python the
+ * goldens are made for this checkpoint on the very prompts phase 0 runs (hf_golden.h). */
 #include "deploy/phase0.h"
 
 #include <math.h>
@@ -10,12 +12,16 @@
 #include "core/error.h"
 #include "deploy/gates.h"
 #include "deploy/golden.h"
+#include "deploy/hf_golden.h"
 #include "io/mmap.h"
 #include "model/model.h"
 #include "core/clock.h"
 
-/* Canonical inputs when no golden file is given: BOS alone, then two fixed pseudo-random
- * sequences (8 and 32 tokens) over the whole vocabulary. */
+enum { N_CANON = 3, CANON_MAX = 32 };
+
+/* Canonical inputs when no golden file is given, and the prompts --hf-python sends to
+ * transformers: BOS alone, then two fixed pseudo-random sequences (8 and 32 tokens) over the
+ * whole vocabulary. tools/hf_golden.py mirrors this (canonical_prompts) for standalone use. */
 static int canonical_seq(const ts_config *c, int k, int32_t *toks) {
     static const int lens[] = {1, 8, 32};
     uint64_t s = 0x7e55e7a0ull + (uint64_t)k;
@@ -52,9 +58,14 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
     }
     if (out) fprintf(out, "  every weight finite (scanned in %.1f ms)\n", t_check);
 
-    char *auto_golden = ts_path_join(dir, "golden/golden.json");
+    int32_t canon[N_CANON][CANON_MAX];
+    int canon_len[N_CANON];
+    const int32_t *canon_p[N_CANON];
+    for (int k = 0; k < N_CANON; k++) canon_len[k] = canonical_seq(c, k, canon[k]), canon_p[k] = canon[k];
+    char *auto_golden = ts_path_join(dir, "golden/golden.json"), *gen_dir = NULL, *gen_golden = NULL, *script = NULL;
     const char *gpath = o->golden ? o->golden
                                   : (auto_golden && ts_file_exists(auto_golden) ? auto_golden : NULL);
+    const char *source = o->golden ? "--golden" : gpath ? "model directory (golden/golden.json)" : NULL;
     ts_golden g = {0};
     json_t *rep = json_object(), *seqs = json_array(), *gates = json_array();
     json_object_set_new(rep, "phase", json_integer(0));
@@ -64,16 +75,57 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
     json_object_set_new(rep, "n_params", json_integer((json_int_t)m->n_params));
     json_object_set_new(rep, "open_ms", json_real(t_open));
     json_object_set_new(rep, "value_scan_ms", json_real(t_check));
+    if (o->hf_python) {
+        if (o->golden || !o->deploy_dir) {
+            s = ts_fail(err, TS_ERR_ARG, "phase 0: --hf-python %s", o->golden ? "and --golden exclude each other"
+                                                                               : "needs the deployment directory");
+            goto done;
+        }
+        /* Generated goldens live in the deployment, never in the user's model directory. */
+        gen_dir = ts_path_join(o->deploy_dir, "golden");
+        gen_golden = gen_dir ? ts_path_join(gen_dir, "golden.json") : NULL;
+        if (!gen_golden) {
+            s = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        ts_hf_golden_opts ho = {o->hf_python, o->hf_script, out, o->threads};
+        double tg = ts_now_s();
+        if ((s = ts_hf_golden_generate(dir, gen_dir, canon_p, canon_len, N_CANON, &ho, &script, err))) {
+            ts_error_prefix(err, "phase 0: ");
+            goto done;
+        }
+        json_object_set_new(rep, "hf_python", json_string(o->hf_python));
+        json_object_set_new(rep, "hf_script", json_string(script));
+        json_object_set_new(rep, "hf_golden_s", json_real(ts_now_s() - tg));
+        gpath = gen_golden;
+        source = "--hf-python";
+    }
     json_object_set_new(rep, "golden", gpath ? json_string(gpath) : json_null());
+    json_object_set_new(rep, "golden_source", source ? json_string(source) : json_null());
     if (gpath && (s = ts_golden_load(gpath, &g, err))) goto done;
+    if (gpath) {
+        json_object_set_new(rep, "golden_generator", json_string(g.generator));
+        if (g.transformers_version[0])
+            json_object_set_new(rep, "transformers_version", json_string(g.transformers_version));
+        if (out)
+            fprintf(out, "  golden: %s (from %s; %s%s%s)\n", gpath, source, g.generator,
+                    g.transformers_version[0] ? ", transformers " : "", g.transformers_version);
+    }
+    /* The generated golden must hold exactly the prompts phase 0 handed over. */
+    for (int k = 0; o->hf_python && k < N_CANON; k++)
+        if (g.n_seqs != N_CANON || g.seqs[k].n_tokens != canon_len[k] ||
+            memcmp(g.seqs[k].tokens, canon[k], sizeof(int32_t) * (size_t)canon_len[k])) {
+            s = ts_fail(err, TS_ERR_FORMAT, "%s: sequence %d is not the prompt phase 0 wrote to %s/hf_prompts.json",
+                        gpath, g.n_seqs != N_CANON ? g.n_seqs : k, gen_dir);
+            goto done;
+        }
 
-    int n_seqs = gpath ? g.n_seqs : 3, V = c->n_vocab, L = c->n_layers, H = c->n_embd;
+    int n_seqs = gpath ? g.n_seqs : N_CANON, V = c->n_vocab, L = c->n_layers, H = c->n_embd;
     double worst_top1 = 1, worst_p = 1, worst_rel = 0, nonfinite = 0, t_fwd = 0;
     int all_pass = 1;
     for (int k = 0; k < n_seqs && !s; k++) {
-        int32_t canon[32];
-        const int32_t *toks = gpath ? g.seqs[k].tokens : canon;
-        int n = gpath ? g.seqs[k].n_tokens : canonical_seq(c, k, canon);
+        const int32_t *toks = gpath ? g.seqs[k].tokens : canon[k];
+        int n = gpath ? g.seqs[k].n_tokens : canon_len[k];
         if (gpath && g.seqs[k].n_vocab != V) {
             s = ts_fail(err, TS_ERR_SHAPE, "%s: sequence %d has logits over %d tokens, model vocab is %d",
                         gpath, k, g.seqs[k].n_vocab, V);
@@ -142,12 +194,15 @@ ts_status ts_phase0_run(const char *dir, const ts_phase0_opts *o, json_t **repor
         json_array_append_new(gates, (json_t *)ts_gate_row("phase0", "pearson", worst_p, out, &all_pass));
         json_array_append_new(gates, (json_t *)ts_gate_row("phase0", "rel_l2", worst_rel, out, &all_pass));
     } else if (out) {
-        fprintf(out, "  no HF golden logits (MODEL/golden/golden.json or --golden): the comparison "
-                     "with transformers was skipped\n");
+        fprintf(out, "  no Hugging Face golden logits: the oracle was NOT compared with transformers\n"
+                     "  (--hf-python PYTHON makes them with tools/hf_golden.py; or --golden FILE, MODEL/golden/golden.json)\n");
     }
+    /* Without goldens nothing vouches for the oracle: not a failure, and not a pass either. */
+    const char *verdict = !all_pass ? "FAIL" : gpath ? "PASS" : "not compared";
     json_object_set_new(rep, "hf_compared", json_boolean(gpath != NULL));
-    json_object_set_new(rep, "pass", json_boolean(all_pass));
-    if (out) fprintf(out, "phase 0: %s\n", all_pass ? "PASS" : "FAIL");
+    json_object_set_new(rep, "verdict", json_string(verdict));
+    json_object_set_new(rep, "pass", !all_pass ? json_false() : gpath ? json_true() : json_null());
+    if (out) fprintf(out, "phase 0: %s\n", verdict);
     if (!all_pass)
         s = ts_fail(err, TS_ERR_GATE, "%s: phase 0 gate failed (see the table above)", dir);
 done:
@@ -157,6 +212,9 @@ done:
     else json_decref(rep);
     ts_golden_free(&g);
     free(auto_golden);
+    free(gen_dir);
+    free(gen_golden);
+    free(script);
     ts_model_close(m);
     return s;
 }

@@ -120,7 +120,13 @@ static void recorded_gates(checks *k, const json_t *man) {
     int n = 0;
     json_object_foreach((json_t *)json_object_get(man, "gates"), key, v) {
         n++;
-        if (!json_is_true(json_object_get(v, "pass"))) note(k, 2, "deployment recorded a failed gate in %s", key);
+        ts_phase_verdict pv = ts_phase_verdict_of(v);
+        if (pv == TS_PHASE_FAIL) note(k, 2, "deployment recorded a failed gate in %s", key);
+        else if (pv == TS_PHASE_NOT_COMPARED && !strcmp(key, "phase0"))
+            note(k, 1, "phase 0 not compared with Hugging Face transformers (no golden logits): the oracle every gate "
+                       "is measured against is unverified; `tessera deploy MODEL --phases 0 --hf-python PYTHON` "
+                       "compares it");
+        else if (pv == TS_PHASE_NOT_COMPARED) note(k, 1, "%s not compared: its gate had nothing to compare with", key);
     }
     if (json_is_true(json_object_get(man, "forced"))) note(k, 2, "deployment ran with --force");
     if (!n) note(k, 2, "manifest records no gates");
