@@ -17,7 +17,7 @@ case "$shared/" in
 esac
 
 if out=$(cd "$SHARED" && sha256sum --check --strict --quiet "$SUMS" 2>&1); then ok; else
-    bad "unpacked fixtures differ from $SUMS: $out"
+    bad "unpacked fixtures differ from $SUMS (a changed fixture needs its SHA256SUMS line; an edited copy: remove $SHARED and rebuild): $out"
 fi
 # Every unpacked file is listed: a file the build left behind from an older archive would let
 # a test pass on data the repository no longer holds.
