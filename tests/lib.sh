@@ -1,8 +1,9 @@
 # Shared by the shell tests: paths from ctest's environment, a fresh scratch directory named
-# after the test, pass/fail counters and `expect`. Source it after setting NAME.
+# after the test, pass/fail counters, `expect` and `skip`. Source it after setting NAME.
 BIN=${TS_BIN:-build/tessera}
 FIX=${TS_FIXTURES:-tests/fixtures}
-SHARED=${TS_SHARED:-../shared}
+# the unpacked real tokenizers, templates and models (tests/fixtures/shared/README.md)
+SHARED=${TS_SHARED:-build/fixtures-shared}
 TMP=${TS_TMP:-/tmp/tessera-tests}/$NAME
 rm -rf "$TMP" && mkdir -p "$TMP"
 pass=0 fail=0
@@ -19,6 +20,17 @@ expect() {
     if [ "$rc" -ne "$code" ]; then bad "$* -> exit $rc, expected $code; output: $(tail -40 <<<"$out")"; return; fi
     if [ -n "$pat" ] && ! grep -qF -- "$pat" <<<"$out"; then bad "$* -> output lacks '$pat': $(tail -40 <<<"$out")"; return; fi
     ok
+}
+
+# skip REASON: end the test now as skipped (exit 77, ctest's SKIP_RETURN_CODE; the same code
+# and "SKIP: " line as th_skip in tests/tharness.h). A failure already counted wins. Only for
+# what this machine cannot run (.ci/run accepts a skip only if the reason says "this machine
+# lacks the instruction set"), never for a missing fixture: those are committed.
+skip() {
+    echo "SKIP: $*"
+    echo "$NAME: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ] && exit 77
+    exit 1
 }
 
 # finish: the summary line and the exit status

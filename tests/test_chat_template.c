@@ -9,13 +9,6 @@
 #include "runtime/chat_template.h"
 #include "tharness.h"
 
-static const char *shared_path(const char *rel) {
-    static char buf[4096];
-    const char *root = getenv("TS_SHARED");
-    snprintf(buf, sizeof buf, "%s/%s", root ? root : "../shared", rel);
-    return buf;
-}
-
 /* Index of the first differing byte. */
 static size_t first_diff(const char *a, size_t na, const char *b, size_t nb) {
     size_t i = 0;
@@ -37,7 +30,7 @@ static void test_goldens(void) {
         const char *rel = json_string_value(json_object_get(c, "config"));
         const char *fam = json_string_value(json_object_get(c, "family"));
         const char *title = json_string_value(json_object_get(c, "title"));
-        const char *path = !strcmp(where, "shared") ? shared_path(rel) : th_fixture(rel);
+        const char *path = !strcmp(where, "shared") ? th_shared(rel) : th_fixture(rel);
         ts_chat_template *t = NULL;
         ts_error err;
         ts_status s = ts_chat_template_load(path, NULL, &t, &err);
@@ -105,7 +98,7 @@ static void test_detection_and_errors(void) {
     CHECK(ts_chat_template_load("/nonexistent/tokenizer_config.json", NULL, &t, &err) == TS_ERR_IO &&
               strstr(err.msg, "/nonexistent/tokenizer_config.json"), "missing file: %s", err.msg);
     /* Qwen's templates index messages[0]: an empty conversation is an error, as in Jinja */
-    CHECK(ts_chat_template_load(shared_path("tokenizers/qwen3/tokenizer_config.json"), NULL, &t, &err) == TS_OK,
+    CHECK(ts_chat_template_load(th_shared("tokenizers/qwen3/tokenizer_config.json"), NULL, &t, &err) == TS_OK,
           "%s", err.msg);
     if (t) {
         CHECK(ts_chat_render(t, NULL, 0, 1, -1, &out, NULL, &err) == TS_ERR_ARG, "empty conversation");

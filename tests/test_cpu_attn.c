@@ -75,7 +75,7 @@ int main(void) {
     } tiles[] = {{"avx2 tile", ts_cpu_attn_tile_avx2, TS_CPU_AVX2}, {"avx512 tile", ts_cpu_attn_tile_avx512, TS_CPU_AVX512BF16}};
     for (size_t f = 0; f < sizeof tiles / sizeof tiles[0]; f++) {
         if (!ts_cpu_variant_supported(tiles[f].v)) {
-            printf("%s: not supported by this CPU, skipped\n", tiles[f].name);
+            th_isa_gap(ts_cpu_variant_name(tiles[f].v), tiles[f].name);
             continue;
         }
         int n = 0;

@@ -170,7 +170,7 @@ int main(void) {
     for (size_t i = 0; i < g_w_len; i++) g_w[i] = ts_f32_to_bf16(frand() * 0.05f);
     for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++) {
         if (!ts_cpu_variant_supported((ts_cpu_variant)v)) {
-            printf("variant %s: not supported by this CPU, skipped\n", ts_cpu_variant_name((ts_cpu_variant)v));
+            th_isa_gap(ts_cpu_variant_name((ts_cpu_variant)v), "kernel variant");
             continue;
         }
         int kernels = v == TS_CPU_AVX512BF16 ? 2 : 1;

@@ -139,24 +139,22 @@ expect 64 "--weights expects mmap or copy" -- "$BIN" run "$TMP/r" -p "x" --weigh
 
 # tessera run DEPLOY_DIR: the deployed plan on a model with the real Qwen3 tokenizer.
 TOK="$SHARED/tokenizers/qwen3"
-if [ -f "$TOK/tokenizer.json" ]; then
-    "$BIN" synth qwen3-0.6b-tiny "$TMP/q" --seed 5 --vocab 151936 --tokenizer "$TOK" >/dev/null 2>&1 || bad "synth with tokenizer"
-    expect 0 "phase 6: PASS" -- "$BIN" deploy "$TMP/q" --phases 4-6 --out "$TMP/qd" "${SMALL[@]}"
-    "$BIN" run "$TMP/q" -p "Hello" -n 6 --temp 0 --threads 2 >"$TMP/direct" 2>/dev/null || bad "run MODEL_DIR"
-    "$BIN" run "$TMP/qd" -p "Hello" -n 6 --temp 0 >"$TMP/viadeploy" 2>"$TMP/err" || bad "run DEPLOY_DIR: $(cat "$TMP/err")"
-    cmp -s "$TMP/direct" "$TMP/viadeploy" && ok || bad "run DEPLOY_DIR differs from run MODEL_DIR (greedy)"
-    # Both weight placements read the same BF16 bits: the same greedy text, whichever the
-    # deployment chose or --weights says; stderr tells whether the weights were copied.
-    cp -r "$TMP/qd" "$TMP/qdc"
-    python3 -c "import json,sys; p=sys.argv[1]; m=json.load(open(p)); m['target']['weights']='copy'; json.dump(m, open(p,'w'))" \
-        "$TMP/qdc/manifest.json"
-    for run in "qd --weights mmap:0" "qd --weights copy:1" "qdc:1" "qdc --weights mmap:0"; do
-        args=${run%:*} copied=${run##*:}
-        "$BIN" run "$TMP"/$args -p "Hello" -n 6 --temp 0 >"$TMP/w-out" 2>"$TMP/w-err" || bad "run $args: $(cat "$TMP/w-err")"
-        cmp -s "$TMP/direct" "$TMP/w-out" && ok || bad "run $args differs from run MODEL_DIR (greedy)"
-        [ "$(grep -c "MB copied at load" "$TMP/w-err")" = "$copied" ] && ok || bad "run $args: copied should be $copied: $(cat "$TMP/w-err")"
-    done
-    grep -q "generation:" "$TMP/err" && ok || bad "run DEPLOY_DIR printed no speed line"
-fi
+"$BIN" synth qwen3-0.6b-tiny "$TMP/q" --seed 5 --vocab 151936 --tokenizer "$TOK" >/dev/null 2>&1 || bad "synth with tokenizer"
+expect 0 "phase 6: PASS" -- "$BIN" deploy "$TMP/q" --phases 4-6 --out "$TMP/qd" "${SMALL[@]}"
+"$BIN" run "$TMP/q" -p "Hello" -n 6 --temp 0 --threads 2 >"$TMP/direct" 2>/dev/null || bad "run MODEL_DIR"
+"$BIN" run "$TMP/qd" -p "Hello" -n 6 --temp 0 >"$TMP/viadeploy" 2>"$TMP/err" || bad "run DEPLOY_DIR: $(cat "$TMP/err")"
+cmp -s "$TMP/direct" "$TMP/viadeploy" && ok || bad "run DEPLOY_DIR differs from run MODEL_DIR (greedy)"
+# Both weight placements read the same BF16 bits: the same greedy text, whichever the
+# deployment chose or --weights says; stderr tells whether the weights were copied.
+cp -r "$TMP/qd" "$TMP/qdc"
+python3 -c "import json,sys; p=sys.argv[1]; m=json.load(open(p)); m['target']['weights']='copy'; json.dump(m, open(p,'w'))" \
+    "$TMP/qdc/manifest.json"
+for run in "qd --weights mmap:0" "qd --weights copy:1" "qdc:1" "qdc --weights mmap:0"; do
+    args=${run%:*} copied=${run##*:}
+    "$BIN" run "$TMP"/$args -p "Hello" -n 6 --temp 0 >"$TMP/w-out" 2>"$TMP/w-err" || bad "run $args: $(cat "$TMP/w-err")"
+    cmp -s "$TMP/direct" "$TMP/w-out" && ok || bad "run $args differs from run MODEL_DIR (greedy)"
+    [ "$(grep -c "MB copied at load" "$TMP/w-err")" = "$copied" ] && ok || bad "run $args: copied should be $copied: $(cat "$TMP/w-err")"
+done
+grep -q "generation:" "$TMP/err" && ok || bad "run DEPLOY_DIR printed no speed line"
 
 finish

@@ -100,14 +100,8 @@ static void check_eos_turn(const char *dir, ts_session_opts o) {
 }
 
 int main(void) {
-    const char *shared = getenv("TS_SHARED");
     char tokp[4096], dir[4200];
-    snprintf(tokp, sizeof tokp, "%s/tokenizers/qwen3", shared ? shared : "../shared");
-    struct stat st;
-    if (stat(tokp, &st) != 0) {
-        printf("no %s: skipped\n", tokp);
-        return th_finish("test_session");
-    }
+    snprintf(tokp, sizeof tokp, "%s", th_shared("tokenizers/qwen3"));
     snprintf(dir, sizeof dir, "%s/m", th_tmpdir("session"));
     ts_error err;
     ts_synth_opts so = {5, 151936, 2, NULL, NULL};

@@ -20,15 +20,10 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-/* tokenizers/NAME/tokenizer.json under TS_SHARED, or ../shared next to the source tree. */
+/* tokenizers/NAME/tokenizer.json of the unpacked real tokenizers (th_shared). */
 static const char *shared_tok(const char *name) {
     static char buf[4096];
-    const char *root = getenv("TS_SHARED");
-    if (root)
-        snprintf(buf, sizeof buf, "%s/tokenizers/%s/tokenizer.json", root, name);
-    else
-        snprintf(buf, sizeof buf, "%s/../../../shared/tokenizers/%s/tokenizer.json", th_fixture(""),
-                 name);
+    snprintf(buf, sizeof buf, "%s/%s/tokenizer.json", th_shared("tokenizers"), name);
     return buf;
 }
 
@@ -199,10 +194,6 @@ static void test_golden(void) {
     static const char *real[] = {"llama3", "qwen3"};
     for (int i = 0; i < 2; i++) {
         const char *path = shared_tok(real[i]);
-        if (!ts_file_exists(path)) {
-            printf("%-12s SKIPPED: %s not found (set TS_SHARED)\n", real[i], path);
-            continue;
-        }
         double t0 = now_ms();
         s = ts_tok_load(path, &t, &err);
         double t1 = now_ms();
@@ -348,7 +339,6 @@ static void test_stream_bytes(void) {
  * must add up to the text. */
 static void test_stream_real(void) {
     const char *path = shared_tok("llama3");
-    if (!ts_file_exists(path)) return;
     ts_tok *t;
     ts_error err;
     if (ts_tok_load(path, &t, &err)) {
@@ -447,11 +437,7 @@ static int run(const char *cmd, char *out, size_t cap) {
 /* `tessera tokenize`: --ids and the default listing agree with the library, --bos uses the
  * model directory's BOS, and a malformed file exits with the format status naming the file. */
 static void test_cli(void) {
-    const char *bin = getenv("TS_BIN");
-    if (!bin) {
-        printf("cli          SKIPPED: TS_BIN not set\n");
-        return;
-    }
+    const char *bin = th_bin();
     char dir[4096], in[4200], bad[4200], smol[4096], cmd[16384];
     static char out[1 << 16];
     snprintf(dir, sizeof dir, "%s", th_tmpdir("tok_cli"));
@@ -507,15 +493,12 @@ static void test_cli(void) {
     rc = run(cmd, out, sizeof out);
     CHECK(rc == TS_ERR_FORMAT && strstr(out, "bad.json") && strstr(out, "invalid JSON"),
           "malformed file: rc %d, %s", rc, out);
-    const char *llama = shared_tok("llama3");
-    if (ts_file_exists(llama)) {
-        char ldir[4096];
-        snprintf(ldir, sizeof ldir, "%s", llama);
-        *strrchr(ldir, '/') = 0; /* the directory: BOS from its tokenizer_config.json */
-        snprintf(cmd, sizeof cmd, "printf 'Hello' | '%s' tokenize '%s' --ids --bos", bin, ldir);
-        rc = run(cmd, out, sizeof out);
-        CHECK(rc == 0 && !strcmp(out, "128000 9906\n"), "--bos on the Llama-3 directory: %s", out);
-    }
+    char ldir[4096];
+    snprintf(ldir, sizeof ldir, "%s", shared_tok("llama3"));
+    *strrchr(ldir, '/') = 0; /* the directory: BOS from its tokenizer_config.json */
+    snprintf(cmd, sizeof cmd, "printf 'Hello' | '%s' tokenize '%s' --ids --bos", bin, ldir);
+    rc = run(cmd, out, sizeof out);
+    CHECK(rc == 0 && !strcmp(out, "128000 9906\n"), "--bos on the Llama-3 directory: %s", out);
     printf("cli          tokenize --ids / listing / --bos / malformed file checked\n");
 }
 

@@ -1,6 +1,7 @@
 /* Implementation of the test harness helpers. */
 #include "tharness.h"
 
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,6 +15,18 @@ const char *th_fixture(const char *rel) {
     return buf;
 }
 
+const char *th_shared(const char *rel) {
+    static char buf[4096];
+    const char *root = getenv("TS_SHARED");
+    snprintf(buf, sizeof buf, "%s/%s", root ? root : "build/fixtures-shared", rel);
+    return buf;
+}
+
+const char *th_bin(void) {
+    const char *bin = getenv("TS_BIN");
+    return bin ? bin : "build/tessera";
+}
+
 const char *th_tmpdir(const char *name) {
     static char buf[4096];
     const char *root = getenv("TS_TMP");
@@ -25,8 +38,32 @@ const char *th_tmpdir(const char *name) {
     return buf;
 }
 
+void th_skip(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("SKIP: ", stdout);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+    exit(th_failures ? 1 : TH_SKIP);
+}
+
+static char th_gaps[2048];
+
+void th_isa_gap(const char *isa, const char *what) {
+    size_t n = strlen(th_gaps);
+    snprintf(th_gaps + n, sizeof th_gaps - n, "SKIP: " TH_ISA_PHRASE " %s: %s not run\n", isa, what);
+    printf("%s: not supported by this CPU (no %s), not run\n", what, isa);
+}
+
 int th_finish(const char *suite) {
     printf("%s: %d checks, %d passed, %d failed\n", suite, th_checks, th_checks - th_failures,
            th_failures);
-    return th_failures ? 1 : 0;
+    if (th_failures) return 1;
+    if (th_gaps[0]) {
+        fputs(th_gaps, stdout);
+        return TH_SKIP;
+    }
+    return 0;
 }
