@@ -97,13 +97,16 @@ def verdict(m, rc, start, log):
     man = os.path.join(d, "manifest.json")
     if fresh(man, start) and load(man):
         gates = load(man).get("gates", {})
-        failed = [k.replace("phase", "") for k, g in gates.items() if not g.get("pass")]
+        # "pass": null is phase 0's "not compared" (no HF goldens): unverified, not failed
+        failed = [k.replace("phase", "") for k, g in gates.items() if g.get("pass") is False]
+        unverified = [k.replace("phase", "") for k, g in gates.items() if g.get("pass") is None]
         if failed:
             return "FAIL (phase %s gate)" % ", ".join(failed)
         ph = sorted(int(k.replace("phase", "")) for k in gates)
         span = "%d-%d" % (ph[0], ph[-1]) if ph else "none"
         if rc == 0:
-            return "gates PASS (phases %s, no eval)" % span
+            note = ", phase %s not compared" % ", ".join(unverified) if unverified else ""
+            return "gates PASS (phases %s, no eval%s)" % (span, note)
     last = ""
     try:
         for line in open(log, errors="replace"):
