@@ -148,6 +148,9 @@ expect 8 "NOT REPRODUCED, beyond the floor" -- "$BIN" eval "$TMP/t-inflated" --t
 # The claim alone multiplied by 10 in the manifest: its samples and phase5.json disagree.
 tamper edited "$D" 'm["performance"]["decode"][0]["decode_tok_s"] *= 10'
 expect 8 "the manifest's claim disagrees with its samples" -- "$BIN" eval "$TMP/t-edited" --threads 2
+# A slow size left out of the manifest: every final-plan measurement must be claimed.
+tamper hidden "$D" 'del m["performance"]["decode"][1]'
+expect 8 "decode at context 40: measured in phase5.json, but the manifest does not claim it" -- "$BIN" eval "$TMP/t-hidden" --threads 2
 # Claims of half the speed (decode) and twice the time (TTFT): faster than claimed is no warning.
 tamper deflated "$D" '
 scale(m["performance"]["decode"], 0.5); scale(p[5]["contexts"], 0.5)

@@ -1,6 +1,7 @@
 /* What the evaluator's files share (phase7_evaluate.c runs the checks in order, eval_audit.c
- * audits what the deployment recorded, eval_perf.c judges performance claims and compares with
- * a baseline deployment): the list of checks every result goes to, and the claim rule. */
+ * audits what the deployment recorded, eval_perf.c judges performance claims, eval_baseline.c
+ * compares with a baseline deployment): the list of checks every result goes to, and the
+ * claim rule. */
 #ifndef TS_DEPLOY_EVAL_INTERNAL_H
 #define TS_DEPLOY_EVAL_INTERNAL_H
 #include <jansson.h>
@@ -50,6 +51,25 @@ int ts_eval_claim_verdict(ts_eval_stat claim, ts_eval_stat got, int higher_is_be
  * they agree, else 1 with why filled. n_out: the number of samples (0 when the row has none). */
 int ts_eval_row_stats(const json_t *row, const char *rate_key, double tokens, int *n_out, char *why, size_t len);
 
+/* The value of the threshold table's phase-7 row `metric`. */
+double ts_eval_table(const char *metric);
+/* o[key] as a number; NaN when absent or not a number. */
+double ts_eval_num(const json_t *o, const char *key);
+
+/* One kind of claim: TTFT (ms, lower is better) or decode (tok/s); ts_eval_kinds[0] and [1]. */
+typedef struct ts_eval_kind {
+    const char *rows, *size_key, *mean_key, *sd_key, *rate_key, *unit; /* manifest.performance keys, unit */
+    const char *rep_rows, *rep_mean, *rep_sd;                           /* the phase report's row keys */
+    int higher;                                                         /* higher is better (a rate) */
+} ts_eval_kind;
+extern const ts_eval_kind ts_eval_kinds[2];
+/* "TTFT at 128 tokens", "decode at context 1024" */
+void ts_eval_label(const ts_eval_kind *kd, int size, char *buf, size_t len);
+/* The row of rows whose size_key is size, or NULL. */
+const json_t *ts_eval_find_size(const json_t *rows, const char *size_key, json_int_t size);
+/* A claim's statistics; n from its samples, else the manifest's trial count. */
+ts_eval_stat ts_eval_claim_stat(const ts_eval_kind *kd, const json_t *row, int trials);
+
 /* ---- eval_audit.c ---- */
 /* The manifest's thresholds against the built-in table: a loosened or missing one FAILs. */
 void ts_eval_audit_thresholds(ts_eval_checks *k, const json_t *man);
@@ -59,7 +79,7 @@ void ts_eval_audit_thresholds(ts_eval_checks *k, const json_t *man);
  * values against its sequences). reports[p]: the phase reports read (caller decrefs). */
 void ts_eval_recorded_gates(ts_eval_checks *k, const json_t *man, const char *dir, json_t *reports[TS_N_PHASES]);
 
-/* ---- eval_perf.c ---- */
+/* ---- eval_perf.c and eval_baseline.c ---- */
 /* Re-measures every claim in the manifest (up to perf_attempts times while it is not
  * reproduced) and judges it; appends {kind, size, mean, sd, n, ...} of each re-measurement to
  * got. same_kernels: this process runs the kernels the claims were measured with (when not,
