@@ -138,11 +138,14 @@ PY
 # An honest copy passes (or fails only on a busy machine, saying so).
 tamper honest "$D" ""
 eval_ok "$TMP/t-honest"
-# Ten times faster than the fastest this deployment has shown (its decode trials and the
-# evaluator's own re-measurement), consistently in the manifest and phase5.json: exit 8.
+# Decode claims ten times the fastest this deployment has shown (every decode trial of
+# phase5.json and the evaluator's own re-measurement), and at least 1e6 tok/s (on a busy host
+# all of those can be a hundred times slow; no tiny model decodes a token in a microsecond),
+# consistently in the manifest and phase5.json: exit 8.
 tamper inflated "$TMP/t-honest" '
-got = max(r["mean"] for r in json.load(open(sys.argv[1] + "/phase7.json"))["remeasured"] if r["kind"] == "decode")
-f = 10 * max(max(max(r["samples_tok_s"]) for r in p[5]["contexts"]), got) / min(r["decode_tok_s"] for r in p[5]["contexts"])
+got = [r["mean"] for r in json.load(open(sys.argv[1] + "/phase7.json"))["remeasured"] if r["kind"] == "decode"]
+seen = max(got + [x for r in p[5]["contexts"] + p[5]["trajectory"] for x in r["samples_tok_s"]])
+f = max(10 * seen, 1e6) / min(r["decode_tok_s"] for r in p[5]["contexts"])
 scale(m["performance"]["decode"], f); scale(p[5]["contexts"], f)'
 expect 8 "NOT REPRODUCED, beyond the floor" -- "$BIN" eval "$TMP/t-inflated" --threads 2
 # The claim alone multiplied by 10 in the manifest: its samples and phase5.json disagree.
