@@ -10,13 +10,49 @@ NAME=deploy
 source "$(dirname "$0")/lib.sh"
 SMALL=(--threads 2 --prefill 32 --prefill-sizes 16,48 --decode-contexts 16,40 --decode-tokens 4)
 
+# busy_only DIR: every FAIL or WARN in DIR/phase7.json is a performance claim the evaluator
+# could not reproduce while other processes held the CPU (it says so), or phase 0's "not
+# compared"; on an idle machine no claim is let through. The speeds of a tiny model on a
+# shared host are not checkable.
+busy_only() {
+    python3 - "$1" <<'PY'
+import json, sys
+p7 = json.load(open(sys.argv[1] + "/phase7.json"))
+# phase 0 of a synth model (no HF goldens) is "not compared": a warning every such deployment has
+bad = [c["check"] for c in p7["checks"] if c["result"] != "OK" and "run `tessera eval` again on an idle machine" not in c["check"]
+       and not (c["result"] == "WARN" and c["check"].startswith("phase 0 not compared with Hugging Face"))]
+busy = [c["check"] for c in p7["checks"] if "idle machine" in c["check"]]
+if busy: print("note: busy machine:", *busy, sep="\n  ", file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+}
+# deploy_ok DIR PATTERN ARGS: tessera deploy ARGS passes (exit 0), or fails only on
+# busy-machine claims in phase 7 (evaluating DIR); its output has PATTERN.
+deploy_ok() {
+    local d=$1 pat=$2 out rc
+    shift 2
+    out=$("$BIN" deploy "$@" 2>&1 </dev/null)
+    rc=$?
+    if ! grep -qF -- "$pat" <<<"$out"; then bad "deploy $* -> output lacks '$pat': $(tail -30 <<<"$out")"
+    elif [ "$rc" -eq 0 ] || { [ "$rc" -eq 8 ] && busy_only "$d"; }; then ok
+    else bad "deploy $* -> exit $rc: $(tail -30 <<<"$out")"; fi
+}
+# eval_ok DIR [ARGS]: tessera eval passes (exit 0), or fails only on busy-machine claims.
+eval_ok() {
+    local d=$1 out rc
+    shift
+    out=$("$BIN" eval "$d" --threads 2 "$@" 2>&1 </dev/null)
+    rc=$?
+    if [ "$rc" -eq 0 ] || { [ "$rc" -ne 1 ] && busy_only "$d"; }; then ok; else bad "eval $d $* -> exit $rc: $(tail -30 <<<"$out")"; fi
+}
+
 # Every tiny preset, every phase. Under the sanitizers (slow) two presets stand for all.
 presets=$("$BIN" synth --list | grep -o '[a-z0-9.-]*-tiny' | sort -u)
 [ -n "${ASAN_OPTIONS:-}" ] && presets="qwen3-0.6b-tiny llama-3.2-1b-tiny"
 for p in $presets; do
     "$BIN" synth "$p" "$TMP/m-$p" --seed 3 >/dev/null 2>&1 || { bad "synth $p"; continue; }
-    expect 0 "phase 7 (evaluate)" -- "$BIN" deploy "$TMP/m-$p" --out "$TMP/d-$p" "${SMALL[@]}"
-    for n in 1 2 3 4 5 6 7; do
+    deploy_ok "$TMP/d-$p" "phase 7 (evaluate)" "$TMP/m-$p" --out "$TMP/d-$p" "${SMALL[@]}"
+    for n in 1 2 3 4 5 6; do
         grep -q '"pass": true' "$TMP/d-$p/phase$n.json" 2>/dev/null && ok || bad "$p: phase$n.json lacks pass: true"
     done
     # no HF goldens for a synth model: phase 0 is "not compared", which stops nothing
@@ -54,7 +90,7 @@ texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}tex
 assert "Prefill of 32 tokens" in texts and "Decode" in texts and "autotuned" in texts, texts[:300]
 assert len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) >= 1 + 5 + 5
 p7 = json.load(open(d + "/phase7.json"))
-assert p7["verdict"] == "PASS-with-warnings", p7["verdict"]
+assert p7["verdict"] != "PASS", p7["verdict"]  # phase 0 not compared is a warning
 # phase 0 without goldens: "not compared" everywhere, never counted as a passed gate
 assert m["gates"]["phase0"]["verdict"] == "not compared" and m["gates"]["phase0"]["pass"] is None, m["gates"]["phase0"]
 assert m["not_compared"] == ["phase0"] and m["all_gates_passed"] is False, (m["not_compared"], m["all_gates_passed"])
@@ -62,8 +98,9 @@ assert all(m["gates"]["phase%d" % n]["verdict"] == "PASS" for n in range(1, 7)),
 assert "| 0 oracle | top1_frac, pearson, rel_l2 vs Hugging Face | no golden logits |" in rep and "**not compared** |" in rep
 assert "Phase verdicts: 0 oracle **not compared**, 1 kernels PASS" in rep and "**Phase 0 not compared**" in rep
 assert any(c["result"] == "WARN" and c["check"].startswith("phase 0 not compared with Hugging Face") for c in p7["checks"]), p7["checks"]
-assert not any(c["result"] == "FAIL" for c in p7["checks"]), p7["checks"]
+assert not any(c["result"] == "FAIL" and "idle machine" not in c["check"] for c in p7["checks"]), p7["checks"]
 assert any("TTFT at 16 tokens" in c["check"] for c in p7["checks"]), "no re-measured claims"
+assert all(len(r["samples_tok_s"]) == 5 for r in perf["prefill"] + perf["decode"]), "claims without their samples"
 assert m["target"]["prefill_kernel"] and m["target"]["variant"] in rep, m["target"]
 assert any(c["check"].startswith("kernels as deployed: " + m["target"]["variant"]) and c["result"] == "OK"
            for c in p7["checks"]), [c["check"] for c in p7["checks"]]
@@ -71,6 +108,93 @@ PY
 # Evaluated with other kernels than it was measured with (another CPU): said as a warning.
 expect 9 "this CPU runs the scalar kernels; the deployment was measured with" -- \
     env TESSERA_CPU_VARIANT=scalar "$BIN" eval "$D" --threads 2
+
+# Phase 7 checks what a deployment claims and records, not only its pass booleans. Each case
+# evaluates an edited copy of $D: tamper NAME PYTHON edits m (manifest.json) and p[0..6] (the
+# phase reports); scale(rows, f) multiplies decode claims consistently (means, sds, samples).
+tamper() {
+    rm -rf "$TMP/t-$1" && cp -r "$2" "$TMP/t-$1"
+    python3 - "$TMP/t-$1" "$3" <<'PY'
+import json, sys
+d, code = sys.argv[1], sys.argv[2]
+m = json.load(open(d + "/manifest.json"))
+p = {n: json.load(open(f"{d}/phase{n}.json")) for n in range(7)}
+def scale(rows, f):
+    for r in rows:
+        r["decode_tok_s"] *= f
+        r["decode_tok_s_sd"] *= f
+        r["samples_tok_s"] = [x * f for x in r["samples_tok_s"]]
+        if "warm_ms_mean" in r:
+            r["warm_ms_mean"] /= f
+            r["warm_ms_sd"] /= f
+def gate(g, metric):
+    return next(x for x in g["gates"] if x["metric"] == metric)
+exec(code)
+json.dump(m, open(d + "/manifest.json", "w"), indent=1)
+for n, r in p.items():
+    json.dump(r, open(f"{d}/phase{n}.json", "w"), indent=1)
+PY
+}
+# An honest copy passes (or fails only on a busy machine, saying so).
+tamper honest "$D" ""
+eval_ok "$TMP/t-honest"
+# Decode claims ten times the fastest this deployment has shown (every decode trial of
+# phase5.json and the evaluator's own re-measurement), and at least 1e6 tok/s (on a busy host
+# all of those can be a hundred times slow; no tiny model decodes a token in a microsecond),
+# consistently in the manifest and phase5.json: exit 8.
+tamper inflated "$TMP/t-honest" '
+got = [r["mean"] for r in json.load(open(sys.argv[1] + "/phase7.json"))["remeasured"] if r["kind"] == "decode"]
+seen = max(got + [x for r in p[5]["contexts"] + p[5]["trajectory"] for x in r["samples_tok_s"]])
+f = max(10 * seen, 1e6) / min(r["decode_tok_s"] for r in p[5]["contexts"])
+scale(m["performance"]["decode"], f); scale(p[5]["contexts"], f)'
+expect 8 "NOT REPRODUCED, beyond the floor" -- "$BIN" eval "$TMP/t-inflated" --threads 2
+# The claim alone multiplied by 10 in the manifest: its samples and phase5.json disagree.
+tamper edited "$D" 'm["performance"]["decode"][0]["decode_tok_s"] *= 10'
+expect 8 "the manifest's claim disagrees with its samples" -- "$BIN" eval "$TMP/t-edited" --threads 2
+# A slow size left out of the manifest: every final-plan measurement must be claimed.
+tamper hidden "$D" 'del m["performance"]["decode"][1]'
+expect 8 "decode at context 40: measured in phase5.json, but the manifest does not claim it" -- "$BIN" eval "$TMP/t-hidden" --threads 2
+# Claims of half the speed (decode) and twice the time (TTFT): faster than claimed is no warning.
+tamper deflated "$D" '
+scale(m["performance"]["decode"], 0.5); scale(p[5]["contexts"], 0.5)
+for r in m["performance"]["prefill"] + p[4]["ttft"]:
+    k = "ttft_ms" if "ttft_ms_mean" in r else "warm_ms"
+    r[k + "_mean"] *= 2; r[k + "_sd"] *= 2; r["samples_tok_s"] = [x / 2 for x in r["samples_tok_s"]]
+    r["prefill_tok_s"] /= 2; r.get("prefill_tok_s_sd") is not None and r.update(prefill_tok_s_sd=r["prefill_tok_s_sd"] / 2)'
+eval_ok "$TMP/t-deflated"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['checks']; x=[r for r in c if r['check'].startswith(('TTFT at', 'decode at'))]
+sys.exit(not (len(x) == 4 and all(r['result'] == 'OK' or 'idle machine' in r['check'] for r in x)))" "$TMP/t-deflated/phase7.json" \
+    && ok || bad "deflated claims are not all OK: $(grep -E 'TTFT at|decode at' "$TMP/t-deflated/evaluation.md")"
+# Thresholds: a loosened one and a missing one both fail.
+tamper loose "$D" 'next(t for t in m["thresholds"] if t["phase"] == "phase1" and t["metric"] == "rel_l2")["value"] = 0.5'
+expect 8 "threshold phase1/rel_l2 loosened: manifest <= 0.5, built-in <= 0.01" -- "$BIN" eval "$TMP/t-loose" --threads 2
+tamper nothr "$D" 'm["thresholds"] = [t for t in m["thresholds"] if t["metric"] != "perf_floor"]'
+expect 8 "1 built-in threshold(s) absent from the manifest: phase7/perf_floor" -- "$BIN" eval "$TMP/t-nothr" --threads 2
+# Recorded gates are checked against their numbers: a failing value with pass: true, in the
+# manifest and phase5.json alike; the manifest alone edited; phase-0 and phase-4 summaries
+# that their rows contradict.
+tamper gate "$D" 'gate(m["gates"]["phase5"], "lockstep_violations")["measured"] = 3; gate(p[5], "lockstep_violations")["measured"] = 3'
+expect 8 "phase5 lockstep_violations: recorded gate contradicts its numbers: measured 3 <= 0 is a FAIL, recorded pass: true" -- \
+    "$BIN" eval "$TMP/t-gate" --threads 2
+grep -q "lockstep_violations: recorded 3, its lockstep runs give 0" "$TMP/t-gate/evaluation.md" && ok || bad "lockstep runs not summed"
+tamper gatecopy "$D" 'gate(m["gates"]["phase4"], "top1_changes")["measured"] = 1'
+expect 8 "phase4: the manifest's gates differ from phase4.json" -- "$BIN" eval "$TMP/t-gatecopy" --threads 2
+tamper p0 "$D" 'p[0]["sequences"][1]["nonfinite"] = 7'
+expect 8 "phase0 nonfinite: recorded 0, its sequences' non-finite counts give 7" -- "$BIN" eval "$TMP/t-p0" --threads 2
+tamper p4 "$D" 'p[4]["trajectory"][0]["warm_ms_mean"] *= 0.5'
+expect 8 "phase4 trajectory[0]: recorded warm_ms_mean" -- "$BIN" eval "$TMP/t-p4" --threads 2
+# --baseline: against itself it passes with the comparison tables; against a baseline that
+# claims twice the decode speed it fails; a gate that lost most of its headroom fails; another
+# model's deployment is refused (exit 1).
+eval_ok "$TMP/t-honest" --baseline "$TMP/t-honest"
+grep -q "## Against the baseline" "$TMP/t-honest/evaluation.md" && grep -q "| decode at context 16 |" "$TMP/t-honest/evaluation.md" \
+    && ok || bad "evaluation.md lacks the baseline tables"
+tamper fast "$D" 'scale(m["performance"]["decode"], 2); scale(p[5]["contexts"], 2)'
+expect 8 "baseline: decode at context 16: baseline claims" -- "$BIN" eval "$TMP/t-honest" --threads 2 --baseline "$TMP/t-fast"
+grep -q "a regression" "$TMP/t-honest/evaluation.md" && ok || bad "the 2x baseline is not called a regression"
+tamper worse "$D" 'gate(m["gates"]["phase1"], "rel_l2")["measured"] = 9e-3; gate(p[1], "rel_l2")["measured"] = 9e-3'
+expect 8 "baseline: phase1 rel_l2 regressed" -- "$BIN" eval "$TMP/t-worse" --threads 2 --baseline "$TMP/t-honest"
+expect 1 "is a deployment of another model" -- "$BIN" eval "$D" --threads 2 --baseline "$TMP/d-llama-3.2-1b-tiny"
 
 # A fault in one step: the gates fail (exit 8) and the diagnosis names the step.
 M="$TMP/m-qwen3-0.6b-tiny"
@@ -95,7 +219,7 @@ grep -q '"forced": true' "$TMP/f-gate_up/manifest.json" && ok || bad "--force no
 
 # Resume: phases 0-3, then 4-7 on the same directory keep the first run's reports.
 expect 0 "phase 3: PASS" -- "$BIN" deploy "$M" --phases 0-3 --out "$TMP/r" --threads 2
-expect 0 "phase 6: PASS" -- "$BIN" deploy "$M" --phases 4-7 --out "$TMP/r" "${SMALL[@]}"
+deploy_ok "$TMP/r" "phase 6: PASS" "$M" --phases 4-7 --out "$TMP/r" "${SMALL[@]}"
 python3 -c "import json,sys; m=json.load(open(sys.argv[1])); sys.exit(not all(k in m['gates'] for k in ['phase0','phase3','phase4','phase6']))" \
     "$TMP/r/manifest.json" && ok || bad "resumed manifest lacks earlier or later phases"
 # ... and phase 0 "not compared" on record did not stop the resume; run gives a note, not the
@@ -106,7 +230,7 @@ grep -q "note: .*phase 0 not compared with Hugging Face" "$TMP/r-err" && ! grep 
 # The copy placement forced (the probe's pick on a tiny model is noise): every measurement from
 # phase 4's final row on, the manifest, phase 6's generation and phase 7 follow it.
 cp -r "$TMP/r" "$TMP/rc"
-expect 0 "weight placement: copy (chosen with --weights)" -- "$BIN" deploy "$M" --phases 4-7 --out "$TMP/rc" --weights copy "${SMALL[@]}"
+deploy_ok "$TMP/rc" "weight placement: copy (chosen with --weights)" "$M" --phases 4-7 --out "$TMP/rc" --weights copy "${SMALL[@]}"
 python3 - "$TMP/rc" <<'PY' && ok || bad "a --weights copy deployment does not carry the copy through phases 4-7"
 import json, sys
 d = sys.argv[1]
@@ -117,7 +241,6 @@ ZC = 8  # TS_OPT_ZERO_COPY: the copy
 assert p4["trajectory"][-1]["disabled_mask"] == ZC and "copied" in p4["trajectory"][-1]["step"], p4["trajectory"][-1]
 assert p5["trajectory"][-1]["disabled_mask"] == ZC and "copied" in p5["trajectory"][-1]["step"], p5["trajectory"][-1]
 assert all(r["weights_copied_bytes"] > 0 for r in p5["contexts"]), p5["contexts"]
-assert p7["verdict"] in ("PASS", "PASS-with-warnings"), p7["verdict"]
 assert any("byte-identical" in c["check"] and c["result"] == "OK" for c in p7["checks"]), p7["checks"]
 PY
 grep -q "Weight placement: \*\*copy\*\*" "$TMP/rc/report.md" && ok || bad "report.md does not state the copy placement"

@@ -36,9 +36,25 @@ static const ts_threshold k_table[] = {
     /* phase 6: the deployment directory runs and its report is complete (1 = yes) */
     {"phase6", "generation_runs", TS_GATE_GE, 1},
     {"phase6", "report_complete", TS_GATE_GE, 1},
-    /* phase 7: a re-measured performance claim is flagged beyond either bound */
+    /* phase 7: a performance claim against its re-measurement (eval_internal.h): the noise
+     * band is perf_rel_dev of the claim plus perf_sigma combined standard errors, the claim's
+     * recorded sd counted up to perf_claim_sd_share of its mean; the re-measured speed must
+     * reach perf_floor of the claimed speed whatever the spread; perf_attempts
+     * re-measurements before a claim counts as not reproduced */
     {"phase7", "perf_sigma", TS_GATE_LE, 3},
     {"phase7", "perf_rel_dev", TS_GATE_LE, 0.10},
+    {"phase7", "perf_claim_sd_share", TS_GATE_LE, 0.25},
+    {"phase7", "perf_floor", TS_GATE_GE, 0.75},
+    {"phase7", "perf_attempts", TS_GATE_LE, 3},
+    /* an attempt during which other processes used more than this share of all cores does
+     * not count toward perf_attempts (a lower share retries more), up to perf_busy_attempts */
+    {"phase7", "perf_busy_share", TS_GATE_GE, 0.25},
+    {"phase7", "perf_busy_attempts", TS_GATE_LE, 10},
+    /* a recorded mean or sd against the same statistic recomputed from its samples (relative
+     * to the mean); a recorded worst value against the rows it summarizes */
+    {"phase7", "recorded_rel_err", TS_GATE_LE, 1e-9},
+    /* --baseline: a gate may lose at most this share of the baseline's headroom to its threshold */
+    {"phase7", "baseline_headroom_loss", TS_GATE_LE, 0.5},
 };
 
 const ts_threshold *ts_thresholds(int *n_out) {

@@ -73,21 +73,24 @@ static json_t *target_json(int threads, const json_t *phase4) {
     return t;
 }
 
-/* The claims phase 7 re-measures: the final plan's prefill (TTFT) and decode rates. */
+/* The claims phase 7 re-measures: the final plan's prefill (TTFT) and decode rates, with the
+ * trials' samples, from which the evaluator re-derives each claim's mean and spread. */
 static json_t *performance_json(const json_t *p4, const json_t *p5) {
     if (!p4 && !p5) return json_null();
     json_t *perf = json_object(), *pre = json_array(), *dec = json_array();
     size_t i;
     const json_t *r;
     json_array_foreach(json_object_get(p4, "ttft"), i, r)
-        json_array_append_new(pre, json_pack("{s:O, s:O, s:O, s:O, s:O}", "tokens", json_object_get(r, "tokens"),
+        json_array_append_new(pre, json_pack("{s:O, s:O, s:O, s:O, s:O, s:O*}", "tokens", json_object_get(r, "tokens"),
                                              "ttft_ms_mean", json_object_get(r, "warm_ms_mean"), "ttft_ms_sd",
                                              json_object_get(r, "warm_ms_sd"), "prefill_tok_s",
-                                             json_object_get(r, "prefill_tok_s"), "cold_ms", json_object_get(r, "cold_ms")));
+                                             json_object_get(r, "prefill_tok_s"), "cold_ms", json_object_get(r, "cold_ms"),
+                                             "samples_tok_s", json_object_get(r, "samples_tok_s")));
     json_array_foreach(json_object_get(p5, "contexts"), i, r)
-        json_array_append_new(dec, json_pack("{s:O, s:O, s:O, s:O}", "context", json_object_get(r, "context"),
+        json_array_append_new(dec, json_pack("{s:O, s:O, s:O, s:O, s:O*}", "context", json_object_get(r, "context"),
                                              "decode_tok_s", json_object_get(r, "decode_tok_s"), "decode_tok_s_sd",
-                                             json_object_get(r, "decode_tok_s_sd"), "gb_s", json_object_get(r, "gb_s")));
+                                             json_object_get(r, "decode_tok_s_sd"), "gb_s", json_object_get(r, "gb_s"),
+                                             "samples_tok_s", json_object_get(r, "samples_tok_s")));
     json_object_set_new(perf, "prefill", pre);
     json_object_set_new(perf, "decode", dec);
     json_object_set_new(perf, "decode_tokens_per_trial",

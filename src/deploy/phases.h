@@ -82,13 +82,17 @@ ts_status ts_phase6_run(const ts_model *m, const char *out_dir, json_t *reports[
  * Trusts only manifest.json and the model files: re-hashes the weights, audits the thresholds
  * against the built-in table, re-derives the gates of phases 1-3 on other inputs, checks that
  * greedy output is byte-identical across two runs, re-measures the performance claims, and
- * writes evaluation.md and phase7.json with a verdict. */
+ * writes evaluation.md and phase7.json with a verdict. The recorded gates of phases 0-6 are
+ * checked against their numbers and phase reports; a claim the re-measurement cannot
+ * reproduce (the rule in eval_internal.h) fails; with a baseline, gates and claims are
+ * compared with that earlier deployment of the same model. */
 typedef enum ts_verdict { TS_VERDICT_PASS = 0, TS_VERDICT_WARN = 1, TS_VERDICT_FAIL = 2 } ts_verdict;
 
 typedef struct ts_eval_opts {
     FILE *out;
     int threads;   /* the resolved thread count (never 0) */
     uint64_t seed; /* inputs for the re-derived gates; never 0 (0 is deploy's canonical set) */
+    const char *baseline; /* an earlier deployment of the same model to compare with, or NULL */
 } ts_eval_opts;
 
 /* Returns TS_OK with *verdict set whenever the evaluation itself could run (a FAIL verdict is
