@@ -28,7 +28,9 @@ typedef struct ts_phase_opts {
 
 /* Each returns TS_ERR_GATE when its gate fails (*report is still set), other errors as they
  * come; *report: the phaseN.json object, caller decrefs.
- * 1: every GEMM/GEMV shape of the model, and every step alone, at prefill and decode shapes;
+ * 1: every GEMM over all its columns at the row counts of every measured prefill (layers 0 and
+ *    last) and at decode (every layer), and every step alone in layers 0 and last through each
+ *    prefill and a decode row;
  * 2: one early and one late layer alone (prefill then a decode step);
  * 3: the whole model on token prompts plus greedy lockstep runs. */
 ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
@@ -39,8 +41,10 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
  * Each times the cpu plan with its optimizations switched on one after another (the unfused,
  * copying baseline first, autotuned tiles last), cold and warm, then the final plan at the
  * requested sizes, with the time per dispatch. Phase 4 is prefill (TTFT), autotunes the tiles
- * and picks the weight placement (placement.h); phase 5 is decode (tok/s, GB/s) with the tiles
- * and placement phase 4 chose, and the final plan's greedy lockstep against the oracle. */
+ * and picks the weight placement (placement.h), and holds the final plan to the oracle on the
+ * phase-3 prompts; phase 5 is decode (tok/s, GB/s) with the tiles and placement phase 4 chose,
+ * and the final plan's greedy lockstep runs against the oracle. Both gate that every timed row
+ * is usable data (ts_measurement_valid). */
 #define TS_PERF_MAX_SIZES 8
 
 typedef struct ts_perf_opts {
