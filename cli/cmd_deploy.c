@@ -1,7 +1,7 @@
 /* tessera deploy MODEL [--phases 0-7] [--golden FILE | --hf-python PY [--hf-script FILE]] [--out DIR]
  *                [--threads N] [--force] [--json] [--trials N] [--prefill N] [--prefill-sizes LIST]
  *                [--decode-contexts LIST]
- *                [--decode-tokens N] [--weights auto|mmap|copy] [--inject-fault STEP[:nan][@LAYER]]
+ *                [--decode-tokens N] [--weights auto|mmap|copy] [--inject-fault STEP[:nan|:last][@LAYER]]
  * Parses the arguments into ts_deploy_opts; the phase driver is src/deploy/driver.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@ static const char *k_usage =
     "                      [--out DIR] [--threads N] [--force]\n"
     "                      [--json] [--trials N] [--prefill N] [--prefill-sizes 128,512]\n"
     "                      [--decode-contexts 128,1024] [--decode-tokens N] [--weights auto|mmap|copy]\n"
-    "                      [--inject-fault STEP[:nan][@LAYER]]   (debug: corrupts one cpu step)";
+    "                      [--inject-fault STEP[:nan|:last][@LAYER]]   (debug: corrupts one cpu step)";
 
 /* "2", "0-3": first and last phase; -1 on a malformed range. */
 static int parse_phases(const char *p, int *lo, int *hi) {

@@ -25,6 +25,8 @@ static const struct {
 int cli_exit_code(ts_status s) { return (int)s; }
 
 int cli_fail(const char *cmd, ts_status s, const ts_error *err) {
+    fflush(stdout); /* the tables so far first: with both streams on one pipe, a line of them
+                     * split by this message at a buffer boundary reads as garbage */
     fprintf(stderr, "tessera %s: error (%s): %s\n", cmd, ts_status_name(s), err->msg);
     return cli_exit_code(s);
 }

@@ -165,6 +165,28 @@ static void check_truncate_and_tiles(const ts_model *m) {
     CHECK(ts_cpu_fault_parse("rope", &f, &err) == TS_OK && f.step == TS_STEP_ROPE && !f.nan && f.layer == -1, "fault parse");
     CHECK(ts_cpu_fault_parse("bogus", &f, &err) == TS_ERR_ARG && strstr(err.msg, "gate_up"), "fault parse: %s", err.msg);
     CHECK(ts_cpu_fault_parse("down@x", &f, &err) == TS_ERR_ARG, "fault parse layer");
+    CHECK(ts_cpu_fault_parse("down:last@2", &f, &err) == TS_OK && f.step == TS_STEP_DOWN && f.last && !f.nan &&
+              f.layer == 2, "fault parse :last");
+    CHECK(ts_cpu_fault_parse("down:last:nan", &f, &err) == TS_ERR_ARG, "fault parse: two kinds");
+    /* ts_cpu_fault_apply: a `last` fault lands on the step's last column only, in every row,
+     * and only for its step and layer; the sign-flip kind on every 16th column. */
+    {
+        float y[2][40];
+        f = (ts_cpu_fault){TS_STEP_DOWN, 0, 2, 1}; /* down:last@2 */
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < 40; i++) y[r][i] = 1;
+        ts_cpu_fault_apply(&f, TS_STEP_DOWN, 2, &y[0][0], 2, 40, 100, 40, 140); /* columns 100..139 of 140 */
+        ts_cpu_fault_apply(&f, TS_STEP_DOWN, 1, &y[0][0], 2, 40, 100, 40, 140); /* another layer */
+        ts_cpu_fault_apply(&f, TS_STEP_QKV, 2, &y[0][0], 2, 40, 100, 40, 140);  /* another step */
+        int flipped = 0;
+        for (int r = 0; r < 2; r++)
+            for (int i = 0; i < 40; i++) flipped += y[r][i] < 0;
+        CHECK(flipped == 2 && y[0][39] < 0 && y[1][39] < 0, "last-column fault: %d flipped", flipped);
+        ts_cpu_fault_apply(NULL, TS_STEP_DOWN, 2, &y[0][0], 2, 40, 100, 40, 140);
+        ts_cpu_fault sign = {TS_STEP_DOWN, 0, -1, 0};
+        ts_cpu_fault_apply(&sign, TS_STEP_DOWN, 7, &y[0][0], 1, 40, 0, 40, 40);
+        CHECK(y[0][5] < 0 && y[0][21] < 0 && y[0][37] < 0 && y[0][6] > 0, "sign-flip fault");
+    }
     free(l1), free(l2);
     ts_cpu_free(cp);
 }

@@ -80,8 +80,34 @@ assert (p4["trajectory"][-1]["disabled_mask"] != 0) == (pl["weights"] == "copy")
 assert p4["trajectory"][0]["dispatches_per_layer"] > 3 and p4["trajectory"][-1]["dispatches_per_layer"] == 3
 assert all(r["warm_ms_sd"] >= 0 and r["cold_ms"] > 0 for r in p4["trajectory"])
 assert {p["dispatch"] for p in p4["profile_final"]} == {"D1 attn_norm..rope", "D2 attention", "D3 o_proj..down", "lm_head"}
+# Phase 4's gates are measured things: the final plan against the oracle on the phase-3
+# prompts, and every timed row usable as data (no option value such as --trials is a gate).
+assert [g["metric"] for g in p4["gates"]] == ["position_violations", "invalid_measurements"], p4["gates"]
+assert p4["oracle_positions"] == 8 + 16 + 24 + 32 + 48 + 64, p4["oracle_positions"]
+assert all(r["valid"] and len(r["samples_tok_s"]) == p4["trials"] for r in p4["trajectory"] + p4["ttft"])
 p5 = json.load(open(d + "/phase5.json"))
 assert p5["trajectory"][-1]["step"].startswith("+ phase-4") and p5["peak_read_gbs"] > 0
+# Phase 5: phase 3's 8 greedy lockstep runs of 32 tokens, with the final plan.
+assert [g["metric"] for g in p5["gates"]] == ["lockstep_violations", "invalid_measurements"], p5["gates"]
+assert len(p5["lockstep"]) == 8 and all(r["tokens"] == 32 for r in p5["lockstep"]), p5["lockstep"]
+assert all(r["valid"] for r in p5["trajectory"] + p5["contexts"])
+# Phase 1: every GEMM over all its columns at the row counts of every measured prefill (the
+# trajectory's 32 and the TTFT sizes 16 and 48: one chunk each) in the first and last layer,
+# and at one row in every layer; the LM head at one row only.
+cfg = json.load(open(d + "/../m-qwen3-0.6b-tiny/config.json"))
+L, F = cfg["num_hidden_layers"], cfg["intermediate_size"]
+p1 = json.load(open(d + "/phase1.json"))
+assert p1["prefill_sizes"] == [32, 16, 48] and p1["gemm_rows"] == [16, 32, 48], (p1["prefill_sizes"], p1["gemm_rows"])
+rows = {(r["step"], r["S"]): r for r in p1["kernels"]}
+for st in ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"):
+    for S in (16, 32, 48):
+        assert rows[(st, S)]["layers"] == [0, L - 1], rows[(st, S)]
+    assert rows[(st, 1)]["layers"] == list(range(L)), rows[(st, 1)]
+assert rows[("gate_proj", 48)]["N"] == F and rows[("lm_head", 1)]["N"] == cfg["vocab_size"]
+assert not any(st == "lm_head" and S > 1 for st, S in rows)
+# every step alone in layers 0 and L-1, each prefill then a decode row after it
+runs = {(r["layer"], r["S"], r["pos0"]) for r in p1["steps"]}
+assert runs == {(l, S, p) for l in (0, L - 1) for P in (32, 16, 48) for S, p in ((P, 0), (1, P))}, sorted(runs)
 rep = open(d + "/report.md").read()
 for s in ("## Performance", "### Prefill trajectory", "### Decode trajectory", "Where prefill time goes", "Time to first token"):
     assert s in rep, s
@@ -205,7 +231,23 @@ for f in gate_up rope attention; do
     grep -q "## Diagnosis" "$TMP/f-$f/report.md" && ok || bad "report.md lacks the diagnosis ($f)"
 done
 expect 8 "produced by step down" -- "$BIN" deploy "$M" --phases 1-3 --out "$TMP/f-nan" --inject-fault down:nan@2 --threads 2
-expect 64 "STEP[:nan][@LAYER]" -- "$BIN" deploy "$M" --inject-fault bogus
+# Phase 1 covers the last layer (a fault there passed when only layer 0 was checked) and every
+# output column: a fault on the last column of gate_up (outside the 64 middle columns the
+# prefill GEMMs were once compared on) fails the gate_proj and up_proj rows at every row count.
+expect 8 "phase 1: FAIL" -- "$BIN" deploy "$M" --phases 1 --out "$TMP/f-p1" --inject-fault down@3 "${SMALL[@]}"
+expect 8 "phase 1: FAIL" -- "$BIN" deploy "$M" --phases 1 --out "$TMP/f-last" --inject-fault gate_up:last@3 "${SMALL[@]}"
+python3 - "$TMP/f-last/phase1.json" <<'PY' && ok || bad "phase 1 did not pin a last-column gate_up fault in layer 3"
+import json, sys
+p1 = json.load(open(sys.argv[1]))
+bad = {(r["step"], r["S"], r["worst_layer"]) for r in p1["kernels"] if not r["pass"]}
+assert bad == {(st, S, 3) for st in ("gate_proj", "up_proj") for S in (1, 16, 32, 48)}, sorted(bad)
+assert {(r["step"], r["layer"]) for r in p1["steps"] if not r["pass"]} == {("gate_up", 3)}
+PY
+# Phase 4 holds the final plan (tuned tiles, weight placement) to the oracle: a fault in every
+# plan of the cpu target fails it (it passed when the tuned plan was compared with the default
+# plan, which carried the same fault).
+expect 8 "position_violations" -- "$BIN" deploy "$M" --phases 4 --out "$TMP/f-p4" --inject-fault down "${SMALL[@]}"
+expect 64 "STEP[:nan|:last][@LAYER]" -- "$BIN" deploy "$M" --inject-fault bogus
 # A fault that lets greedy runs agree for a while: the lockstep finds divergences after some
 # identical tokens, where the oracle's logits are recomputed by a prefill of its run so far.
 mkdir -p "$TMP/f-lock" && cp "$TMP/d-qwen3-0.6b-tiny"/phase[012].json "$TMP/f-lock/"

@@ -40,7 +40,7 @@ int main(void) {
         for (int k = 0; k < TS_N_STEPS; k++) {
             if (k == TS_STEP_QK_NORM && !c->qk_norm) continue;
             int layer = k % c->n_layers; /* faults in one layer: the diagnosis must find it */
-            ts_cpu_fault f = {(ts_step)k, 0, layer};
+            ts_cpu_fault f = {(ts_step)k, 0, layer, 0};
             d = diagnose(m, &f);
             if (!d) continue;
             CHECK(!strcmp(str(d, "failing_step"), ts_step_name((ts_step)k)) &&
@@ -54,7 +54,7 @@ int main(void) {
         }
         static const ts_step nan_steps[] = {TS_STEP_ROPE, TS_STEP_DOWN};
         for (int i = 0; i < 2; i++) {
-            ts_cpu_fault f = {nan_steps[i], 1, c->n_layers - 1};
+            ts_cpu_fault f = {nan_steps[i], 1, c->n_layers - 1, 0};
             d = diagnose(m, &f);
             if (!d) continue;
             json_t *nan = json_object_get(d, "nan_origin");

@@ -1,9 +1,12 @@
 /* Gate metrics and the threshold table: values on hand-computed inputs, and NaN handling —
- * a NaN anywhere must fail a gate, never be averaged or min'd away. */
+ * a NaN anywhere must fail a gate, never be averaged or min'd away; the phase-3 position rule
+ * and the validity check of timed measurements that phases 4-5 gate on. */
 #include <math.h>
 #include <string.h>
 
 #include "deploy/gates.h"
+#include "deploy/measure.h"
+#include "deploy/phases.h"
 #include "tharness.h"
 
 int main(void) {
@@ -47,5 +50,48 @@ int main(void) {
     CHECK(ts_argmax(l, 4) == 1 && ts_rank_of(l, 4, 2) == 2 && ts_rank_of(l, 4, 3) == 0, "argmax/rank");
     double e = exp(2.0) / (1 + exp(1.0) + 2 * exp(2.0));
     CHECK(fabs(ts_softmax_prob(l, 4, 1) - e) < 1e-9, "softmax prob");
+    /* Phases 4-5 gate on measured things only: no row tests an option value (the old
+     * `trials >= 5`), and phase 4 holds its final plan to the oracle, not to another cpu plan. */
+    int nt;
+    const ts_threshold *tab = ts_thresholds(&nt);
+    for (int i = 0; i < nt; i++)
+        CHECK(strcmp(tab[i].metric, "trials") && strcmp(tab[i].metric, "top1_changes"), "%s %s still in the table",
+              tab[i].phase, tab[i].metric);
+    CHECK(ts_threshold_find("phase4", "position_violations") && ts_threshold_find("phase4", "invalid_measurements") &&
+              ts_threshold_find("phase5", "lockstep_violations") && ts_threshold_find("phase5", "invalid_measurements"),
+          "phase 4-5 rows");
+    /* The phase-3 position rule on 3 positions of a 6-word vocabulary. */
+    {
+        float lr[3][6] = {{9, 0, 0, 0, 0, 0},  /* decisive: top-1 is 0 */
+                          {1, 1.1f, 1.2f, 0, 0, 0}, /* competitive: top-1 is 2 */
+                          {1, 1.1f, 1.2f, 0, 0, 0}};
+        float lc[3][6] = {{0, 9, 0, 0, 0, 0},  /* another top-1 at a decisive position */
+                          {1, 1.3f, 1.2f, 0, 0, 0}, /* another top-1, each in the other's top-5 */
+                          {1, 1.1f, 1.2f, 0, 0, 0}};
+        int dec = -1;
+        CHECK(ts_phase_position_violations(&lr[0][0], &lc[0][0], 3, 6, &dec) == 1 && dec == 1, "position rule");
+        lc[2][4] = NAN; /* a NaN hides from argmax and rank: still a violation */
+        CHECK(ts_phase_position_violations(&lr[0][0], &lc[0][0], 3, 6, NULL) == 2, "NaN row");
+        lc[0][0] = 10, lc[2][4] = 0;
+        CHECK(ts_phase_position_violations(&lr[0][0], &lc[0][0], 3, 6, NULL) == 0, "all kept");
+    }
+    /* A timed measurement is data only with a finite positive sample per requested trial. */
+    {
+        double smp[5] = {100, 110, 90, 105, 95};
+        ts_measurement r = {.cold_ms = 12, .mean_ms = 2, .sd_ms = 0.1, .rate = 100, .rate_sd = 8, .samples = smp,
+                            .trials = 5};
+        CHECK(ts_measurement_valid(&r, 5), "valid measurement");
+        CHECK(!ts_measurement_valid(&r, 6), "fewer trials than asked");
+        smp[3] = INFINITY; /* a zero-length trial */
+        CHECK(!ts_measurement_valid(&r, 5), "infinite sample");
+        smp[3] = 0;
+        CHECK(!ts_measurement_valid(&r, 5), "zero sample");
+        smp[3] = 105, r.sd_ms = NAN;
+        CHECK(!ts_measurement_valid(&r, 5), "NaN sd");
+        r.sd_ms = 0.1, r.cold_ms = 0;
+        CHECK(!ts_measurement_valid(&r, 5), "no cold time");
+        r.cold_ms = 12, r.samples = NULL;
+        CHECK(!ts_measurement_valid(&r, 5), "no samples");
+    }
     return th_finish("test_gates");
 }

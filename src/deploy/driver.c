@@ -105,8 +105,12 @@ static ts_status run_phase(const ts_deploy_opts *o, int p, ts_model **m, const c
     }
     ts_status s = *m ? TS_OK : ts_model_open(o->model_dir, m, err);
     if (s) return s;
+    /* Phase 1 checks the shapes of every prefill phase 4 measures: its trajectory and TTFT sizes. */
+    int sizes[TS_PERF_MAX_SIZES + 1], n_sizes = 0;
+    sizes[n_sizes++] = o->p4.prefill;
+    for (int i = 0; i < o->p4.n_sizes && i < TS_PERF_MAX_SIZES; i++) sizes[n_sizes++] = o->p4.sizes[i];
     ts_phase_opts po = {.out = o->out, .threads = threads, .seed = 0, .fault = o->fault,
-                        .prefill_sizes = o->p4.sizes, .n_prefill_sizes = o->p4.n_sizes};
+                        .prefill_sizes = sizes, .n_prefill_sizes = n_sizes};
     ts_perf_opts p4 = o->p4, p5 = o->p5;
     p4.out = p5.out = o->out;
     p4.threads = p5.threads = threads;

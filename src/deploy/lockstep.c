@@ -1,5 +1,6 @@
-/* Greedy lockstep of a cpu session against the oracle (phases 3, 5 and the evaluator): the
- * first divergence must keep each side's pick in the other's top-k. */
+/* The cpu target against the oracle under the phase-3 rules (phases 3, 4, 5 and the
+ * evaluator): position by position on the same tokens, and greedy lockstep runs whose first
+ * divergence must keep each side's pick in the other's top-k. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,26 @@
 #include "core/error.h"
 #include "deploy/gates.h"
 #include "deploy/phases.h"
+
+int ts_phase_position_violations(const float *lr, const float *lc, int n, int V, int *decisive) {
+    double pmin = ts_threshold_find("phase3", "decisive_prob")->value;
+    int topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value, viol = 0, dec = 0;
+    for (int p = 0; p < n; p++) {
+        const float *a = lr + (size_t)p * V, *b = lc + (size_t)p * V;
+        int finite = 1;
+        for (int v = 0; v < V && finite; v++) finite = isfinite(b[v]); /* a NaN hides from argmax and rank */
+        int ta = ts_argmax(a, V), tb = ts_argmax(b, V), bad;
+        if (ts_softmax_prob(a, V, ta) > pmin) {
+            dec++;
+            bad = ta != tb;
+        } else {
+            bad = ts_rank_of(a, V, tb) >= topk || ts_rank_of(b, V, ta) >= topk;
+        }
+        viol += bad || !finite;
+    }
+    if (decisive) *decisive = dec;
+    return viol;
+}
 
 ts_status ts_phase_lockstep(const ts_model *m, int threads, ts_cpu *cp, int R, const int32_t *prompts, int n, int gen,
                             int *same, int *violation, ts_error *err) {

@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "core/metrics.h"
+#include "deploy/gates.h"
 #include "deploy/phases.h"
 #include "deploy/tiles.h"
 
@@ -167,13 +168,23 @@ void ts_measurement_free(ts_measurement *r) {
     r->profile = NULL;
 }
 
+int ts_measurement_valid(const ts_measurement *r, int trials) {
+    if (!r->samples || r->trials != trials || trials < 1) return 0;
+    for (int i = 0; i < r->trials; i++)
+        if (!isfinite(r->samples[i]) || r->samples[i] <= 0) return 0;
+    return isfinite(r->cold_ms) && r->cold_ms > 0 && isfinite(r->mean_ms) && r->mean_ms > 0 && isfinite(r->sd_ms) &&
+           r->sd_ms >= 0 && isfinite(r->rate) && r->rate > 0 && isfinite(r->rate_sd) && r->rate_sd >= 0;
+}
+
 json_t *ts_measurement_json(const ts_measurement *r, const char *rate_key) {
     char sd_key[64];
     snprintf(sd_key, sizeof sd_key, "%s_sd", rate_key);
     json_t *samples = json_array();
-    for (int i = 0; r->samples && i < r->trials; i++) json_array_append_new(samples, json_real(r->samples[i]));
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:i, s:I}", "create_ms", r->create_ms, "cold_ms", r->cold_ms,
-                     "warm_ms_mean", r->mean_ms, "warm_ms_sd", r->sd_ms, rate_key, r->rate, sd_key, r->rate_sd,
+    /* non-finite values as null (jansson has no NaN), so a broken row still shows what broke */
+    for (int i = 0; r->samples && i < r->trials; i++) json_array_append_new(samples, ts_json_number(r->samples[i]));
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:I}", "create_ms", ts_json_number(r->create_ms), "cold_ms",
+                     ts_json_number(r->cold_ms), "warm_ms_mean", ts_json_number(r->mean_ms), "warm_ms_sd",
+                     ts_json_number(r->sd_ms), rate_key, ts_json_number(r->rate), sd_key, ts_json_number(r->rate_sd),
                      "samples_tok_s", samples, "dispatches_per_layer", r->dpl, "weights_copied_bytes",
                      (json_int_t)r->copied);
 }

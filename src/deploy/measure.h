@@ -43,6 +43,10 @@ ts_status ts_measure_prefill(const ts_model *m, const ts_measure_opts *o, int P,
 ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, int D, ts_measurement *r,
                             ts_error *err);
 void ts_measurement_free(ts_measurement *r);
+/* 1 when a measurement can be used as data: `trials` samples, each finite and positive, finite
+ * positive cold and mean times and rate, finite standard deviations. Phases 4-5 gate on it (a
+ * timer or harness bug shows here, whatever the --trials option said). */
+int ts_measurement_valid(const ts_measurement *r, int trials);
 
 /* Mean and sample standard deviation. */
 void ts_measure_stats(const double *x, int n, double *mean, double *sd);

@@ -51,7 +51,7 @@ void ts_perf_defaults(ts_perf_opts *o, int phase) {
 
 ts_status ts_perf_trajectory(const ts_model *m, const ts_perf_opts *o, int phase, const json_t *tiles, int copy,
                              int size, json_t *rows, json_t **base_profile, json_t **final_profile,
-                             ts_measurement *last, ts_error *err) {
+                             ts_measurement *last, int *invalid, ts_error *err) {
     const traj_step *steps = phase == 4 ? k_prefill : k_decode;
     int n = phase == 4 ? (int)(sizeof k_prefill / sizeof *k_prefill) : (int)(sizeof k_decode / sizeof *k_decode);
     const char *key = phase == 4 ? "prefill_tok_s" : "decode_tok_s";
@@ -71,7 +71,10 @@ ts_status ts_perf_trajectory(const ts_model *m, const ts_perf_opts *o, int phase
         if (o->out)
             fprintf(o->out, "  %-62.62s cold %9.1f ms  warm %9.2f ms +- %7.2f  %8.2f tok/s  %d/layer\n", name,
                     r.cold_ms, r.mean_ms, r.sd_ms, r.rate, r.dpl);
+        int valid = ts_measurement_valid(&r, o->trials);
+        *invalid += !valid;
         json_t *row = ts_measurement_json(&r, key);
+        json_object_set_new(row, "valid", json_boolean(valid));
         json_object_set_new(row, "step", json_string(name));
         json_object_set_new(row, "disabled_mask", json_integer((json_int_t)d));
         if (!fits && (steps[i].disable & TS_OPT_ZERO_COPY))

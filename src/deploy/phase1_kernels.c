@@ -1,32 +1,68 @@
-/* Phase 1: every GEMM/GEMV shape of the model through the cpu target's kernel against the
- * oracle, and every step of the step list alone on the oracle's inputs, at prefill and decode
- * shapes. */
+/* Phase 1: every GEMM of the model through the cpu target's kernel against the oracle over all
+ * its output columns, at the row counts the measured prefills run (their chunks) in the first
+ * and last layer and at decode in every layer; then every step of the step list alone on the
+ * oracle's inputs in the first and last layer, chunk by chunk through each measured prefill
+ * and one decode row after it. */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/pool.h"
 #include "deploy/gates.h"
 #include "deploy/phases.h"
 #include "deploy/steps_check.h"
 #include "io/dtype.h"
 #include "target/ref/ref_kernels.h"
 
-/* One GEMM shape: the optimized kernel over all of N against the oracle on a window of rows
- * (all rows for decode). Returns the metrics; *ms: time per call, one thread. */
-static ts_status kernel_case(const ts_tensor *W, int S, int N, int K, ts_metrics *mt, double *ms,
-                             ts_error *err) {
-    int n0 = S == 1 ? 0 : (N > 64 ? N / 2 - 32 : 0), n1 = S == 1 ? N : (N > 64 ? n0 + 64 : N);
-    size_t nx = (size_t)S * K;
-    float *x = malloc(sizeof(float) * nx);
-    float *y = malloc(sizeof(float) * (size_t)S * N), *ref = malloc(sizeof(float) * (size_t)S * (n1 - n0));
-    float *got = malloc(sizeof(float) * (size_t)S * (n1 - n0)), *row = malloc(sizeof(float) * TS_REF_ROW_SCRATCH(K));
+/* The deployment's prefill sizes (phase 4's trajectory and TTFT sizes). */
+#define TS_PHASE1_MAX_SIZES (TS_PERF_MAX_SIZES + 1)
+
+/* The oracle's matmul split by output column over the pool (each output is computed by the
+ * same code whatever the split, ref_kernels.h): at full size it is most of this phase. */
+typedef struct ref_job {
+    float *out;
+    const float *x;
+    const ts_tensor *W;
+    int S, N, K;
+    float *rows; /* per thread: TS_REF_ROW_SCRATCH(K) floats */
+} ref_job;
+
+static void ref_part(void *ctx, int ith, int nth) {
+    const ref_job *j = ctx;
+    int n0 = (int)((long)j->N * ith / nth), n1 = (int)((long)j->N * (ith + 1) / nth);
+    ts_ref_matmul_cols(j->out, j->x, j->W, NULL, j->S, j->N, j->K, n0, n1, j->rows + (size_t)ith * TS_REF_ROW_SCRATCH(j->K));
+}
+
+/* One weight matrix as one GEMM of a step: its columns [col0, col0 + N) of the step's `width`
+ * output columns (q, k and v are parts of qkv; gate and up both of gate_up), for the fault. */
+typedef struct gemm_case {
+    const char *name;
+    size_t field; /* offsetof the weight in ts_layer_w */
+    ts_step step; /* TS_N_STEPS: the LM head (no step, no layer) */
+    int col0, width;
+} gemm_case;
+
+static const ts_tensor *case_weight(const ts_model *m, const gemm_case *g, int l) {
+    if (g->step == TS_N_STEPS) return m->lm_head;
+    return *(const ts_tensor *const *)((const char *)&m->layers[l] + g->field);
+}
+
+/* One GEMM: the optimized kernel against the oracle over all S rows and N columns on seeded
+ * random activations. *ms: the kernel's time per call, one thread. */
+static ts_status kernel_case(const ts_tensor *W, const gemm_case *g, int layer, int S, uint64_t seed, ts_pool *pool,
+                             const ts_cpu_fault *fault, ts_metrics *mt, double *ms, ts_error *err) {
+    int N = (int)W->shape[0], K = (int)W->shape[1], nth = ts_pool_size(pool);
+    size_t ny = (size_t)S * N;
+    float *x = malloc(sizeof(float) * (size_t)S * K), *y = malloc(sizeof(float) * ny), *ref = malloc(sizeof(float) * ny);
+    float *rows = malloc(sizeof(float) * TS_REF_ROW_SCRATCH(K) * (size_t)nth);
     uint16_t *wb = NULL;
     const uint16_t *w = W->data;
     ts_status s = TS_OK;
-    if (!x || !y || !ref || !got || !row) {
-        s = ts_fail(err, TS_ERR_NOMEM, "phase 1: out of memory for %s", W->name);
+    if (!x || !y || !ref || !rows) {
+        s = ts_fail(err, TS_ERR_NOMEM, "phase 1: out of memory for %s at %d rows", W->name, S);
         goto done;
     }
     if (W->dtype != TS_DTYPE_BF16) { /* the cpu target runs a BF16 copy of such weights */
@@ -42,109 +78,243 @@ static ts_status kernel_case(const ts_tensor *W, int S, int N, int K, ts_metrics
         }
         w = wb;
     }
-    uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)N * 31 ^ (uint64_t)K;
-    for (size_t i = 0; i < nx; i++) x[i] = ts_phase_frand(&seed);
-    for (size_t i = 0; i < (size_t)S * N; i++) y[i] = NAN;
-    ts_tensor win = *W;
-    win.data = (const uint8_t *)W->data + (size_t)n0 * K * ts_dtype_size(W->dtype);
-    ts_ref_matmul(ref, x, &win, NULL, S, n1 - n0, K, row);
+    uint64_t st = 0x9e3779b97f4a7c15ull ^ (uint64_t)N * 31 ^ (uint64_t)K ^ (uint64_t)S << 40 ^ (uint64_t)layer << 24 ^
+                  seed * 0xbf58476d1ce4e5b9ull;
+    for (size_t i = 0; i < (size_t)S * K; i++) x[i] = ts_phase_frand(&st);
+    for (size_t i = 0; i < ny; i++) y[i] = NAN;
+    ref_job j = {ref, x, W, S, N, K, rows};
+    ts_pool_run(pool, ref_part, &j);
     double a = ts_now_s();
     if ((s = ts_cpu_matmul(x, S, w, N, K, y, err))) goto done;
     *ms = (ts_now_s() - a) * 1e3;
-    int64_t unwritten = 0;
-    for (int r = 0; r < S; r++) {
-        for (int n = 0; n < N; n++) unwritten += isnan(y[(size_t)r * N + n]);
-        memcpy(got + (size_t)r * (n1 - n0), y + (size_t)r * N + n0, sizeof(float) * (size_t)(n1 - n0));
-    }
-    ts_metrics_compute(got, ref, S, n1 - n0, mt);
-    mt->nonfinite += unwritten; /* an output the kernel never wrote counts as a failure */
+    if (g->step != TS_N_STEPS) ts_cpu_fault_apply(fault, g->step, layer, y, S, N, g->col0, N, g->width);
+    ts_metrics_compute(y, ref, S, N, mt); /* an output the kernel never wrote stays NaN: non-finite */
 done:
-    free(x), free(y), free(ref), free(got), free(row), free(wb);
+    free(x), free(y), free(ref), free(rows), free(wb);
+    return s;
+}
+
+/* The prefill sizes phase 1 covers: the deployment's (or phase 4's defaults), capped at
+ * max_position_embeddings, without repeats. */
+static int prefill_sizes(const ts_phase_opts *o, const ts_config *c, int *sz) {
+    ts_perf_opts d;
+    ts_perf_defaults(&d, 4);
+    const int *in = o->n_prefill_sizes > 0 ? o->prefill_sizes : d.sizes;
+    int n_in = o->n_prefill_sizes > 0 ? o->n_prefill_sizes : d.n_sizes, n = 0;
+    for (int i = 0; i < n_in && n < TS_PHASE1_MAX_SIZES; i++) {
+        int P = in[i] < c->max_pos ? in[i] : c->max_pos, seen = 0;
+        for (int k = 0; k < n; k++) seen |= sz[k] == P;
+        if (P >= 1 && !seen) sz[n++] = P;
+    }
+    return n;
+}
+
+/* The distinct row counts the GEMMs of those prefills run: each prompt goes through in chunks
+ * of TS_CPU_PREFILL_CHUNK rows, the last one shorter. Ascending. */
+static int gemm_rows(const int *sz, int n, int *rows) {
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        int cand[2] = {sz[i] < TS_CPU_PREFILL_CHUNK ? sz[i] : TS_CPU_PREFILL_CHUNK, sz[i] % TS_CPU_PREFILL_CHUNK};
+        for (int c = 0; c < 2; c++) {
+            int seen = cand[c] < 2; /* one row is decode's shape, checked on its own */
+            for (int j = 0; j < k; j++) seen |= rows[j] == cand[c];
+            if (!seen) rows[k++] = cand[c];
+        }
+    }
+    for (int i = 1; i < k; i++)
+        for (int j = i; j > 0 && rows[j - 1] > rows[j]; j--) {
+            int t = rows[j];
+            rows[j] = rows[j - 1], rows[j - 1] = t;
+        }
+    return k;
+}
+
+typedef struct worst {
+    double rel, p, bad;
+} worst;
+
+static void worst_add(worst *w, const ts_metrics *mt) {
+    w->rel = ts_worst_max(w->rel, mt->rel_l2);
+    w->p = ts_worst_min(w->p, mt->pearson);
+    w->bad += (double)mt->nonfinite;
+}
+
+/* Every GEMM at every row count in the first and last layer, then at one row in every layer;
+ * the LM head at one row only (prefill computes the last token's logits alone). */
+static ts_status gemm_table(const ts_model *m, const ts_phase_opts *o, const int *rows, int n_rows, ts_pool *pool,
+                            json_t *out_rows, worst *w, ts_error *err) {
+    const ts_config *c = ts_model_config(m);
+    FILE *out = o->out;
+    int H = c->n_embd, Q = c->n_heads * c->head_dim, KV = c->n_kv_heads * c->head_dim, L = c->n_layers;
+    const gemm_case cases[] = {
+        {"q_proj", offsetof(ts_layer_w, wq), TS_STEP_QKV, 0, Q + 2 * KV},
+        {"k_proj", offsetof(ts_layer_w, wk), TS_STEP_QKV, Q, Q + 2 * KV},
+        {"v_proj", offsetof(ts_layer_w, wv), TS_STEP_QKV, Q + KV, Q + 2 * KV},
+        {"o_proj", offsetof(ts_layer_w, wo), TS_STEP_O_PROJ, 0, H},
+        {"gate_proj", offsetof(ts_layer_w, w_gate), TS_STEP_GATE_UP, 0, c->n_ff},
+        {"up_proj", offsetof(ts_layer_w, w_up), TS_STEP_GATE_UP, 0, c->n_ff},
+        {"down_proj", offsetof(ts_layer_w, w_down), TS_STEP_DOWN, 0, H},
+        {"lm_head", 0, TS_N_STEPS, 0, c->n_vocab}};
+    int ends[2] = {0, L - 1}, n_ends = L > 1 ? 2 : 1;
+    char ends_txt[32], all_txt[32];
+    snprintf(ends_txt, sizeof ends_txt, L > 1 ? "%d,%d" : "%d", 0, L - 1);
+    snprintf(all_txt, sizeof all_txt, "all %d", L);
+    if (out)
+        fprintf(out, "  every GEMM over all its output columns (worst over the layers; ms: one call, one thread):\n"
+                     "  %-10s %5s %-7s %7s %6s %11s %13s %6s %10s\n",
+                "step", "S", "layers", "N", "K", "rel_l2", "pearson", "worst", "ms/call");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const gemm_case *g = &cases[i];
+        int lm = g->step == TS_N_STEPS;
+        for (int r = lm ? n_rows : 0; r <= n_rows; r++) {
+            int S = r < n_rows ? rows[r] : 1, nl = lm ? 1 : S > 1 ? n_ends : L;
+            ts_metrics acc = {0};
+            worst ws = {0, 1, 0};
+            int worst_layer = 0, N = 0, K = 0;
+            double ms = 0;
+            json_t *layers = json_array();
+            for (int li = 0; li < nl; li++) {
+                int l = S > 1 ? ends[li] : li;
+                const ts_tensor *W = case_weight(m, g, l);
+                double t = 0;
+                ts_status s = kernel_case(W, g, l, S, o->seed, pool, o->fault, &acc, &t, err);
+                if (s) {
+                    json_decref(layers);
+                    return s;
+                }
+                N = (int)W->shape[0], K = (int)W->shape[1];
+                if (li == 0) ms = t;
+                if (isnan(acc.rel_l2) || acc.rel_l2 > ws.rel || acc.nonfinite) worst_layer = l;
+                worst_add(&ws, &acc);
+                if (!lm) json_array_append_new(layers, json_integer(l));
+            }
+            worst_add(w, &(ts_metrics){.rel_l2 = ws.rel, .pearson = ws.p, .nonfinite = (int64_t)ws.bad});
+            int ok = !ws.bad && ts_threshold_pass(ts_threshold_find("phase1", "rel_l2"), ws.rel) &&
+                     ts_threshold_pass(ts_threshold_find("phase1", "pearson"), ws.p);
+            if (out)
+                fprintf(out, "  %-10s %5d %-7s %7d %6d %11.3e %13.9f %6d %10.3f%s\n", g->name, S,
+                        lm ? "-" : S > 1 ? ends_txt : all_txt, N, K, ws.rel, ws.p, worst_layer, ms, ok ? "" : "   <- FAILS");
+            json_t *row = json_pack("{s:s, s:i, s:i, s:i, s:o, s:o, s:I, s:f, s:b}", "step", g->name, "S", S, "N", N, "K",
+                                    K, "rel_l2", ts_json_number(ws.rel), "pearson", ts_json_number(ws.p), "nonfinite",
+                                    (json_int_t)ws.bad, "ms", ms, "pass", ok);
+            if (lm) json_decref(layers);
+            else {
+                json_object_set_new(row, "layers", layers);
+                json_object_set_new(row, "worst_layer", json_integer(worst_layer));
+            }
+            json_array_append_new(out_rows, row);
+        }
+    }
+    return TS_OK;
+}
+
+/* One run of the step check: layer l, S rows at position p0 of a P-token prefill (S = 1 at
+ * p0 = P: the decode row after it); its rows get pos0 and prefill. */
+static ts_status steps_run(const ts_model *m, ts_ref *r, ts_cpu *cp, const float *x, int l, int p0, int S, int P,
+                           FILE *table, FILE *out, json_t *steps, worst *w, ts_error *err) {
+    int H = ts_model_config(m)->n_embd;
+    ts_steps_result res;
+    size_t n0 = json_array_size(steps);
+    ts_status s = ts_steps_check(m, r, cp, l, x + (size_t)p0 * H, S, p0, table, steps, &res, err);
+    if (s) return s;
+    for (size_t k = n0; k < json_array_size(steps); k++) {
+        json_object_set_new(json_array_get(steps, k), "pos0", json_integer(p0));
+        json_object_set_new(json_array_get(steps, k), "prefill", json_integer(P));
+    }
+    worst_add(w, &(ts_metrics){.rel_l2 = res.worst_rel_l2, .pearson = res.worst_pearson, .nonfinite = res.nonfinite});
+    if (!table && out)
+        fprintf(out, "    layer %2d, %3d row%s at position %5d (prefill %d%s): worst rel_l2 %.3e, pearson %.9f, "
+                     "nonfinite %lld%s%s\n", l, S, S == 1 ? "" : "s", p0, P, S == 1 ? ", decode" : "", res.worst_rel_l2, res.worst_pearson,
+                (long long)res.nonfinite, res.first_bad >= 0 ? "   <- FAILS at " : "",
+                res.first_bad >= 0 ? ts_step_name((ts_step)res.first_bad) : "");
+    return TS_OK;
+}
+
+/* Every step alone on the oracle's inputs in the first and last layer: each prefill size chunk
+ * by chunk from position 0 (as ts_cpu_forward runs it), then one decode row at the position
+ * after it. The first prefill's table is printed whole, every other run as one line. */
+static ts_status steps_table(const ts_model *m, const ts_phase_opts *o, const int *sz, int n_sz, json_t *steps,
+                             worst *w, ts_error *err) {
+    const ts_config *c = ts_model_config(m);
+    FILE *out = o->out;
+    int H = c->n_embd, L = c->n_layers, maxP = 1;
+    for (int i = 0; i < n_sz; i++) maxP = sz[i] > maxP ? sz[i] : maxP;
+    if (maxP + 1 > c->max_pos) maxP = c->max_pos > 1 ? c->max_pos - 1 : 1; /* room for the decode row */
+    ts_ref *r = NULL;
+    ts_cpu *cp = NULL;
+    ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
+    float *x = malloc(sizeof(float) * (size_t)(maxP + 1) * H);
+    ts_status s = x ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "phase 1: out of memory");
+    if (!s) s = ts_ref_new(m, maxP + 1, &r, err);
+    if (!s) s = ts_ref_set_threads(r, o->threads, err);
+    if (!s) s = ts_cpu_new(m, maxP + 1, &co, &cp, err);
+    for (int t = 0; t <= maxP && !s; t++)
+        ts_ref_embed(x + (size_t)t * H, m->embed,
+                     (int)(((uint64_t)t * 2246822519u + 3 + o->seed * 31) % (uint64_t)c->n_vocab), H);
+    if (!s && out)
+        fprintf(out, "  every step alone on the oracle's inputs in layers 0 and %d, each prefill in chunks of at most %d "
+                     "rows, then one decode row:\n    %-10s %-48s %11s %13s %9s\n", L - 1, TS_CPU_PREFILL_CHUNK, "step",
+                "shape", "rel_l2", "pearson", "nonfinite");
+    for (int li = 0; li < (L > 1 ? 2 : 1) && !s; li++) {
+        int l = li ? L - 1 : 0;
+        for (int i = 0; i < n_sz && !s; i++) {
+            int P = sz[i] < maxP ? sz[i] : maxP;
+            FILE *table = li == 0 && i == 0 ? out : NULL;
+            for (int p0 = 0; p0 < P && !s; p0 += TS_CPU_PREFILL_CHUNK)
+                s = steps_run(m, r, cp, x, l, p0, P - p0 < TS_CPU_PREFILL_CHUNK ? P - p0 : TS_CPU_PREFILL_CHUNK, P, table,
+                              out, steps, w, err);
+            if (!s) s = steps_run(m, r, cp, x, l, P, 1, P, table, out, steps, w, err);
+        }
+    }
+    ts_ref_free(r);
+    ts_cpu_free(cp);
+    free(x);
     return s;
 }
 
 ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err) {
-    const ts_layer_w *L = &m->layers[0];
+    const ts_config *c = ts_model_config(m);
     FILE *out = o->out;
-    const struct {
-        const char *step;
-        const ts_tensor *w;
-    } k[] = {{"q_proj", L->wq}, {"k_proj", L->wk}, {"v_proj", L->wv}, {"o_proj", L->wo},
-             {"gate_proj", L->w_gate}, {"up_proj", L->w_up}, {"down_proj", L->w_down}, {"lm_head", m->lm_head}};
-    json_t *rep = json_object(), *rows = json_array(), *gates = json_array();
-    double worst_rel = 0, worst_p = 1, bad = 0;
-    if (out)
-        fprintf(out, "phase 1 (kernels, %s): every GEMM/GEMV shape, prefill (128 rows) and decode (1 row)\n"
-                     "  %-10s %5s %7s %6s %11s %13s %10s\n", ts_cpu_variant_name(ts_cpu_best_variant()),
-                "step", "S", "N", "K", "rel_l2", "pearson", "ms/call");
-    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        int N = (int)k[i].w->shape[0], K = (int)k[i].w->shape[1];
-        for (int pass = 0; pass < 2; pass++) {
-            int S = pass ? 1 : 128;
-            if (S > 1 && !strcmp(k[i].step, "lm_head")) continue; /* prefill computes one row */
-            ts_metrics mt;
-            double ms = 0;
-            ts_status s = kernel_case(k[i].w, S, N, K, &mt, &ms, err);
-            if (s) {
-                json_decref(rep), json_decref(rows), json_decref(gates);
-                return s;
-            }
-            worst_rel = ts_worst_max(worst_rel, mt.rel_l2);
-            worst_p = ts_worst_min(worst_p, mt.pearson);
-            bad += (double)mt.nonfinite;
-            if (out)
-                fprintf(out, "  %-10s %5d %7d %6d %11.3e %13.9f %10.3f\n", k[i].step, S, N, K, mt.rel_l2,
-                        mt.pearson, ms);
-            json_array_append_new(rows, json_pack("{s:s, s:i, s:i, s:i, s:o, s:o, s:I, s:f}", "step", k[i].step,
-                                                  "S", S, "N", N, "K", K, "rel_l2", ts_json_number(mt.rel_l2),
-                                                  "pearson", ts_json_number(mt.pearson), "nonfinite",
-                                                  (json_int_t)mt.nonfinite, "ms", ms));
-        }
+    int sz[TS_PHASE1_MAX_SIZES], rows[2 * TS_PHASE1_MAX_SIZES];
+    int n_sz = prefill_sizes(o, c, sz), n_rows = gemm_rows(sz, n_sz, rows);
+    json_t *rep = json_object(), *kernels = json_array(), *gates = json_array(), *steps = json_array();
+    json_t *jsz = json_array(), *jrows = json_array();
+    worst w = {0, 1, 0};
+    ts_pool *pool = NULL;
+    if (out) {
+        fprintf(out, "phase 1 (kernels, %s): prefills of", ts_cpu_variant_name(ts_cpu_best_variant()));
+        for (int i = 0; i < n_sz; i++) fprintf(out, " %d", sz[i]);
+        fprintf(out, " tokens (GEMMs of");
+        for (int i = 0; i < n_rows; i++) fprintf(out, " %d", rows[i]);
+        fprintf(out, " rows) and decode (1 row)\n");
     }
-    /* Every step of the step list alone on the oracle's inputs: layer 0 at the prefill shape,
-     * then one decode row over that context. */
-    json_t *steps = json_array();
-    {
-        const ts_config *c = ts_model_config(m);
-        int S = 128, H = c->n_embd;
-        ts_ref *r = NULL;
-        ts_cpu *cp = NULL;
-        ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
-        float *x = malloc(sizeof(float) * (size_t)(S + 1) * H);
-        ts_status s = x ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "phase 1: out of memory");
-        if (!s) s = ts_ref_new(m, S + 1, &r, err);
-        if (!s) s = ts_ref_set_threads(r, o->threads, err);
-        if (!s) s = ts_cpu_new(m, S + 1, &co, &cp, err);
-        if (!s && out)
-            fprintf(out, "  every step alone on the oracle's inputs, layer 0 (prefill %d rows, then decode 1 row):\n"
-                         "    %-10s %-48s %11s %13s %9s\n", S, "step", "shape", "rel_l2", "pearson", "nonfinite");
-        for (int t = 0; t <= S && !s; t++)
-            ts_ref_embed(x + (size_t)t * H, m->embed,
-                         (int)(((uint64_t)t * 2246822519u + 3 + o->seed * 31) % (uint64_t)c->n_vocab), H);
-        for (int pass = 0; pass < 2 && !s; pass++) {
-            ts_steps_result res;
-            s = ts_steps_check(m, r, cp, 0, x + (pass ? (size_t)S * H : 0), pass ? 1 : S, pass ? S : 0, out, steps,
-                               &res, err);
-            worst_rel = ts_worst_max(worst_rel, res.worst_rel_l2);
-            worst_p = ts_worst_min(worst_p, res.worst_pearson);
-            bad += (double)res.nonfinite;
-        }
-        ts_ref_free(r);
-        ts_cpu_free(cp);
-        free(x);
-        if (s) {
-            json_decref(rep), json_decref(rows), json_decref(gates), json_decref(steps);
-            return s;
-        }
+    for (int i = 0; i < n_sz; i++) json_array_append_new(jsz, json_integer(sz[i]));
+    for (int i = 0; i < n_rows; i++) json_array_append_new(jrows, json_integer(rows[i]));
+    double t0 = ts_now_s();
+    ts_status s = ts_pool_new(o->threads, &pool, err);
+    if (!s) s = gemm_table(m, o, rows, n_rows, pool, kernels, &w, err);
+    ts_pool_free(pool);
+    double t1 = ts_now_s();
+    if (!s) s = steps_table(m, o, sz, n_sz, steps, &w, err);
+    double t2 = ts_now_s();
+    if (s) {
+        json_decref(rep), json_decref(kernels), json_decref(gates), json_decref(steps), json_decref(jsz);
+        json_decref(jrows);
+        return s;
     }
-    json_object_set_new(rep, "steps", steps);
     int pass = 1;
-    if (out) fprintf(out, "  gate (worst over all shapes and steps):\n");
-    json_array_append_new(gates, ts_gate_row("phase1", "rel_l2", worst_rel, out, &pass));
-    json_array_append_new(gates, ts_gate_row("phase1", "pearson", worst_p, out, &pass));
-    json_array_append_new(gates, ts_gate_row("phase1", "nonfinite", bad, out, &pass));
-    json_object_set_new(rep, "kernels", rows);
+    if (out)
+        fprintf(out, "  (GEMMs %.1f s, steps %.1f s)\n  gate (worst over all GEMMs, layers, shapes and steps):\n", t1 - t0,
+                t2 - t1);
+    json_object_set_new(rep, "gemm_s", json_real(t1 - t0));
+    json_object_set_new(rep, "steps_s", json_real(t2 - t1));
+    json_array_append_new(gates, ts_gate_row("phase1", "rel_l2", w.rel, out, &pass));
+    json_array_append_new(gates, ts_gate_row("phase1", "pearson", w.p, out, &pass));
+    json_array_append_new(gates, ts_gate_row("phase1", "nonfinite", w.bad, out, &pass));
+    json_object_set_new(rep, "prefill_sizes", jsz);
+    json_object_set_new(rep, "gemm_rows", jrows);
+    json_object_set_new(rep, "kernels", kernels);
+    json_object_set_new(rep, "steps", steps);
     *report = ts_phase_finish(rep, gates, 1, pass, out);
     return pass ? TS_OK : ts_fail(err, TS_ERR_GATE, "phase 1 gate failed (see the table)");
 }
-

@@ -9,25 +9,25 @@
 #include "deploy/gates.h"
 #include "deploy/phases.h"
 
-#define P3_PROMPTS 6
-#define P3_LOCKSTEP 8
-#define P3_GEN 32
+#define P3_PROMPTS TS_PHASE_PROMPTS
+#define P3_LOCKSTEP TS_LOCKSTEP_RUNS
+#define P3_GEN TS_LOCKSTEP_GEN
+#define P3_LEN TS_LOCKSTEP_PROMPT
 
 ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err) {
-    static const int lens[P3_PROMPTS] = {8, 16, 24, 32, 48, 64};
+    const int *lens = ts_phase_prompt_lens;
     const ts_config *c = ts_model_config(m);
     FILE *out = o->out;
-    int V = c->n_vocab, maxlen = 64 + P3_GEN;
+    int V = c->n_vocab, maxlen = TS_PHASE_PROMPT_MAX + P3_GEN;
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
     ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .fault = o->fault};
-    float *lr = malloc(sizeof(float) * 64 * (size_t)V), *lc = malloc(sizeof(float) * 64 * (size_t)V);
-    int32_t toks[64];
+    float *lr = malloc(sizeof(float) * TS_PHASE_PROMPT_MAX * (size_t)V);
+    float *lc = malloc(sizeof(float) * TS_PHASE_PROMPT_MAX * (size_t)V);
+    int32_t toks[TS_PHASE_PROMPT_MAX];
     json_t *rep = json_object(), *prompts = json_array(), *runs = json_array(), *gates = json_array();
     ts_status s = TS_OK;
     int violations = 0, decisive = 0, positions = 0, lock_viol = 0;
-    double pmin = ts_threshold_find("phase3", "decisive_prob")->value;
-    int topk = (int)ts_threshold_find("phase3", "mutual_top_k")->value;
     if (!lr || !lc) s = ts_fail(err, TS_ERR_NOMEM, "phase 3: out of memory");
     if (!s) s = ts_ref_new(m, maxlen, &r, err);
     if (!s) s = ts_ref_set_threads(r, o->threads, err);
@@ -41,26 +41,9 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         ts_ref_reset(r);
         ts_cpu_reset(cp);
         if ((s = ts_ref_forward(r, toks, n, lr, 1, NULL, err)) || (s = ts_cpu_forward(cp, toks, n, lc, 1, NULL, err))) break;
-        for (int p = 0; p < n; p++) {
-            const float *a = lr + (size_t)p * V, *b = lc + (size_t)p * V;
-            int ta = ts_argmax(a, V), tb = ts_argmax(b, V);
-            int bad = 0;
-            if (ts_softmax_prob(a, V, ta) > pmin) {
-                dec++;
-                bad = ta != tb;
-            } else {
-                bad = ts_rank_of(a, V, tb) >= topk || ts_rank_of(b, V, ta) >= topk;
-            }
-            viol += bad || !isfinite(b[tb]);
-        }
+        viol = ts_phase_position_violations(lr, lc, n, V, &dec);
         ts_metrics mt;
         ts_metrics_compute(lc, lr, n, V, &mt);
-        for (int p = 0; p < n; p++) /* a NaN hides from argmax and rank: count such rows */
-            for (int v = 0; v < V; v++)
-                if (!isfinite(lc[(size_t)p * V + v])) {
-                    viol++;
-                    break;
-                }
         violations += viol, decisive += dec, positions += n;
         if (out)
             fprintf(out, "  prompt %d: %2d tokens, %2d decisive, violations %d, logits cosine %.7f\n", k, n, dec, viol,
@@ -68,10 +51,10 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         json_array_append_new(prompts, json_pack("{s:i, s:i, s:i, s:o}", "tokens", n, "decisive", dec,
                                                  "violations", viol, "cosine", ts_json_number(mt.cosine)));
     }
-    int32_t lp[P3_LOCKSTEP * 8];
+    int32_t lp[P3_LOCKSTEP * P3_LEN];
     int same[P3_LOCKSTEP], lv[P3_LOCKSTEP];
-    for (int k = 0; k < P3_LOCKSTEP; k++) ts_phase_prompt_tokens(c, o->seed, 100 + k, lp + k * 8, 8);
-    if (!s) s = ts_phase_lockstep(m, o->threads, cp, P3_LOCKSTEP, lp, 8, P3_GEN, same, lv, err);
+    for (int k = 0; k < P3_LOCKSTEP; k++) ts_phase_prompt_tokens(c, o->seed, 100 + k, lp + k * P3_LEN, P3_LEN);
+    if (!s) s = ts_phase_lockstep(m, o->threads, cp, P3_LOCKSTEP, lp, P3_LEN, P3_GEN, same, lv, err);
     for (int k = 0; k < P3_LOCKSTEP && !s; k++) {
         lock_viol += lv[k];
         if (out) fprintf(out, "  lockstep %d: %2d identical greedy tokens%s\n", k, same[k],

@@ -4,6 +4,8 @@
 
 #include "deploy/phases.h"
 
+const int ts_phase_prompt_lens[TS_PHASE_PROMPTS] = {8, 16, 24, 32, 48, TS_PHASE_PROMPT_MAX};
+
 float ts_phase_frand(uint64_t *s) {
     *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
     return (float)((double)(*s >> 11) / 9007199254740992.0 * 2 - 1);

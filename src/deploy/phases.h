@@ -21,13 +21,16 @@ typedef struct ts_phase_opts {
     int threads;               /* the resolved thread count (never 0) */
     uint64_t seed;             /* 0: the canonical inputs; the evaluator uses others */
     const ts_cpu_fault *fault; /* debug: a fault injected into one cpu step, or NULL */
-    const int *prefill_sizes;  /* phase 1: the prompt lengths the deployment measures (phase 4's TTFT sizes) */
-    int n_prefill_sizes;
+    const int *prefill_sizes;  /* phase 1: the prompt lengths the deployment measures (phase 4's
+                                * trajectory and TTFT sizes); none: phase 4's defaults */
+    int n_prefill_sizes;       /* at most TS_PERF_MAX_SIZES + 1 are used */
 } ts_phase_opts;
 
 /* Each returns TS_ERR_GATE when its gate fails (*report is still set), other errors as they
  * come; *report: the phaseN.json object, caller decrefs.
- * 1: every GEMM/GEMV shape of the model, and every step alone, at prefill and decode shapes;
+ * 1: every GEMM over all its columns at the row counts of every measured prefill (layers 0 and
+ *    last) and at decode (every layer), and every step alone in layers 0 and last through each
+ *    prefill and a decode row;
  * 2: one early and one late layer alone (prefill then a decode step);
  * 3: the whole model on token prompts plus greedy lockstep runs. */
 ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
@@ -38,8 +41,10 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
  * Each times the cpu plan with its optimizations switched on one after another (the unfused,
  * copying baseline first, autotuned tiles last), cold and warm, then the final plan at the
  * requested sizes, with the time per dispatch. Phase 4 is prefill (TTFT), autotunes the tiles
- * and picks the weight placement (placement.h); phase 5 is decode (tok/s, GB/s) with the tiles
- * and placement phase 4 chose, and the final plan's greedy lockstep against the oracle. */
+ * and picks the weight placement (placement.h), and holds the final plan to the oracle on the
+ * phase-3 prompts; phase 5 is decode (tok/s, GB/s) with the tiles and placement phase 4 chose,
+ * and the final plan's greedy lockstep runs against the oracle. Both gate that every timed row
+ * is usable data (ts_measurement_valid). */
 #define TS_PERF_MAX_SIZES 8
 
 typedef struct ts_perf_opts {
@@ -66,10 +71,11 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
 /* The trajectory of phase 4 (prefill of `size` tokens) or 5 (decode after a `size`-token
  * context): one row per plan into rows; the final row uses tiles and the placement (copy).
  * *last: the final row's measurement (caller frees), *base/final_profile its first and last
- * rows' profiles (caller decrefs). */
+ * rows' profiles (caller decrefs); *invalid is increased by the rows that fail
+ * ts_measurement_valid (each row says "valid"). */
 ts_status ts_perf_trajectory(const ts_model *m, const ts_perf_opts *o, int phase, const json_t *tiles, int copy,
                              int size, json_t *rows, json_t **base_profile, json_t **final_profile,
-                             ts_measurement *last, ts_error *err);
+                             ts_measurement *last, int *invalid, ts_error *err);
 
 /* ---- phase 6: finalize ----
  * trajectory.svg, manifest.json and report.md, then the deployment is read back exactly as
@@ -100,12 +106,28 @@ typedef struct ts_eval_opts {
 ts_status ts_evaluate(const char *deploy_dir, const ts_eval_opts *o, ts_verdict *verdict, ts_error *err);
 
 /* ---- shared by the phases ---- */
+/* The phase-3 test set, which phases 4-5 hold their final plans to as well: token prompts of
+ * these lengths, every position compared (ts_phase_position_violations), and greedy lockstep
+ * runs of TS_LOCKSTEP_GEN tokens from TS_LOCKSTEP_PROMPT-token prompts (ts_phase_lockstep). */
+#define TS_PHASE_PROMPTS 6
+#define TS_PHASE_PROMPT_MAX 64
+extern const int ts_phase_prompt_lens[TS_PHASE_PROMPTS];
+#define TS_LOCKSTEP_RUNS 8
+#define TS_LOCKSTEP_PROMPT 8
+#define TS_LOCKSTEP_GEN 32
+
 /* Prompt k of the built-in token-id prompt set for a seed (BOS first when the model has one). */
 void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n);
 /* Uniform in [-1, 1) from a xorshift state (phase 1's random activations). */
 float ts_phase_frand(uint64_t *s);
 /* Sets phase, gates and pass on a report, prints the verdict line; returns rep. */
 json_t *ts_phase_finish(json_t *rep, json_t *gates, int phase, int pass, FILE *out);
+
+/* The phase-3 rule at n positions of logits (n, V), oracle lr against cpu lc: a decisive
+ * position (oracle top-1 probability > decisive_prob) keeps the oracle's top-1, any other has
+ * each side's top-1 in the other's top-k, and no cpu logit is NaN/Inf. Returns the positions
+ * that break it; *decisive (may be NULL): the decisive positions. */
+int ts_phase_position_violations(const float *lr, const float *lc, int n, int V, int *decisive);
 
 /* R greedy lockstep runs of the cpu target against the oracle from prompts (R x n tokens), up
  * to gen tokens each: same[k] identical tokens, then violation[k] when the first divergence

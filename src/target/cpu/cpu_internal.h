@@ -6,7 +6,7 @@
 #include "target/cpu/gemm.h"
 #include "core/pool.h"
 
-#define CPU_CHUNK 256 /* tokens per prefill chunk: bounds the arena */
+#define CPU_CHUNK TS_CPU_PREFILL_CHUNK /* tokens per prefill chunk: bounds the arena */
 #define CPU_MAX_TILES 64
 #define CPU_N_PROF (4 + TS_N_STEPS)
 

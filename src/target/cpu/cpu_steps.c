@@ -53,21 +53,48 @@ ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K) {
     return t;
 }
 
-/* The injected fault (debug option): corrupts elements [col0, col0 + n) of one output row. */
+/* The injected fault (debug option) on elements [col0, col0 + n) of one output row of a step
+ * with `width` output columns. */
+static void corrupt(const ts_cpu_fault *f, float *p, int row, int col0, int n, int width) {
+    if (f->nan) {
+        if (row == 0 && col0 == 0 && n > 0) p[0] = NAN;
+    } else if (f->last) {
+        if (col0 <= width - 1 && width - 1 < col0 + n) p[width - 1 - col0] = -p[width - 1 - col0];
+    } else {
+        for (int i = 0; i < n; i++)
+            if ((col0 + i) % 16 == 5) p[i] = -p[i];
+    }
+}
+
+void ts_cpu_fault_apply(const ts_cpu_fault *f, ts_step step, int layer, float *y, int S, int ldy, int col0, int n,
+                        int width) {
+    if (!f || f->step != step || (f->layer >= 0 && f->layer != layer)) return;
+    for (int s = 0; s < S; s++) corrupt(f, y + (size_t)s * ldy, s, col0, n, width);
+}
+
+/* Output columns of a step (where a `last` fault lands). */
+static int step_width(const ts_config *c, ts_step step) {
+    int Q = c->n_heads * c->head_dim, KV = c->n_kv_heads * c->head_dim;
+    switch (step) {
+    case TS_STEP_QKV: return Q + 2 * KV;
+    case TS_STEP_QK_NORM:
+    case TS_STEP_ROPE: return Q + KV;
+    case TS_STEP_ATTENTION: return Q;
+    case TS_STEP_GATE_UP: return c->n_ff;
+    default: return c->n_embd;
+    }
+}
+
+/* The session's fault on elements [col0, col0 + n) of output row `row` of a step. */
 static void fault(const ts_cpu *c, ts_step step, float *p, int row, int col0, int n) {
     if (!c->has_fault || c->fault.step != step || (c->fault.layer >= 0 && c->fault.layer != c->layer)) return;
-    if (c->fault.nan) {
-        if (row == 0 && col0 == 0 && n > 0) p[0] = NAN;
-        return;
-    }
-    for (int i = 0; i < n; i++)
-        if ((col0 + i) % 16 == 5) p[i] = -p[i];
+    corrupt(&c->fault, p, row, col0, n, step_width(c->c, step));
 }
 
 ts_status ts_cpu_fault_parse(const char *spec, ts_cpu_fault *f, ts_error *err) {
     char name[32];
     size_t n = strcspn(spec, ":@");
-    *f = (ts_cpu_fault){TS_STEP_ATTN_NORM, 0, -1};
+    *f = (ts_cpu_fault){TS_STEP_ATTN_NORM, 0, -1, 0};
     int step = -1;
     if (n < sizeof name) {
         memcpy(name, spec, n);
@@ -76,6 +103,7 @@ ts_status ts_cpu_fault_parse(const char *spec, ts_cpu_fault *f, ts_error *err) {
     }
     const char *p = spec + n;
     if (step >= 0 && !strncmp(p, ":nan", 4)) f->nan = 1, p += 4;
+    else if (step >= 0 && !strncmp(p, ":last", 5)) f->last = 1, p += 5;
     if (step >= 0 && *p == '@') {
         char *end;
         long l = strtol(p + 1, &end, 10);
@@ -85,7 +113,7 @@ ts_status ts_cpu_fault_parse(const char *spec, ts_cpu_fault *f, ts_error *err) {
     }
     if (step < 0 || *p)
         return ts_fail(err, TS_ERR_ARG,
-                       "fault \"%s\": expected STEP[:nan][@LAYER] with STEP one of attn_norm, qkv, qk_norm, "
+                       "fault \"%s\": expected STEP[:nan|:last][@LAYER] with STEP one of attn_norm, qkv, qk_norm, "
                        "rope, attention, o_proj, ffn_norm, gate_up, down", spec);
     f->step = (ts_step)step;
     return TS_OK;

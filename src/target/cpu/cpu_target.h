@@ -13,16 +13,24 @@
 
 typedef struct ts_cpu ts_cpu;
 
-/* A deliberate kernel fault for testing diagnosis (`tessera deploy --inject-fault`): the
- * step's output is corrupted after its kernel runs, in every layer or in one. */
+/* A deliberate kernel fault for testing diagnosis and the gates (`tessera deploy
+ * --inject-fault`): the step's output is corrupted after its kernel runs, in every layer or in
+ * one. */
 typedef struct ts_cpu_fault {
     ts_step step;
     int nan;   /* 1: one NaN in the first row; 0: one element in 16 has its sign flipped */
     int layer; /* -1: every layer */
+    int last;  /* 1 (with nan 0): only the step's last output column, in every row */
 } ts_cpu_fault;
 
-/* "STEP[:nan][@LAYER]" -> fault; TS_ERR_ARG with the list of step names when malformed. */
+/* "STEP[:nan|:last][@LAYER]" -> fault; TS_ERR_ARG with the list of step names when malformed. */
 ts_status ts_cpu_fault_parse(const char *spec, ts_cpu_fault *f, ts_error *err);
+/* The fault as the session applies it to step `step` of layer `layer` (nothing when f is NULL or
+ * names another step or layer), on y (S, ldy) columns [col0, col0 + n) of the step's `width`
+ * output columns: phase 1 checks a step's GEMMs alone through ts_cpu_matmul, and this gives
+ * them the same fault the step carries in a session. */
+void ts_cpu_fault_apply(const ts_cpu_fault *f, ts_step step, int layer, float *y, int S, int ldy, int col0, int n,
+                        int width);
 
 typedef struct ts_cpu_opts {
     int n_threads;          /* 0: all online cores */
@@ -92,6 +100,9 @@ ts_status ts_cpu_tiles_set(ts_cpu *c, const ts_cpu_tile_rec *in, int n, ts_error
 int ts_cpu_dispatches_per_layer(const ts_cpu *c);
 /* What the variant's prefill kernel computes with, for manifests and reports. */
 const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
+/* Rows per prefill chunk: a P-token prompt runs its GEMMs and attention on pieces of at most
+ * this many rows (phase 1 checks those shapes). */
+#define TS_CPU_PREFILL_CHUNK 256
 /* One matrix product alone, y (S, N) = x (S, K) @ W^T with W BF16 (N, K) and x FP32 in natural
  * order, by the kernel the best variant runs for S rows (decode GEMV at S = 1) with its default
  * tile, on the calling thread: phase 1 checks every weight matrix through it against the
