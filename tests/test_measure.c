@@ -341,8 +341,10 @@ static void test_trajectory(const ts_model *m) {
         for (int copy = 0; copy <= 1; copy++) {
             json_t *rows = json_array(), *bp = NULL, *fp = NULL;
             ts_measurement last = {0};
-            ts_status s = ts_perf_trajectory(m, &o, phase, tiles, copy, 6, rows, &bp, &fp, &last, &err);
+            int invalid = 0; /* the trajectory adds its invalid rows to it */
+            ts_status s = ts_perf_trajectory(m, &o, phase, tiles, copy, 6, rows, &bp, &fp, &last, &invalid, &err);
             CHECK(s == TS_OK, "phase %d copy %d: %s", phase, copy, err.msg);
+            CHECK(s || invalid == 0, "phase %d copy %d: %d invalid rows", phase, copy, invalid);
             if (s) {
                 json_decref(rows);
                 continue;
@@ -394,7 +396,8 @@ static void test_trajectory(const ts_model *m) {
     json_array_append_new(bad, tile(1, c->n_vocab + 1, c->n_embd, 1, 2, 64, 3));
     json_t *rows = json_array(), *bp = NULL, *fp = NULL;
     ts_measurement last = {0};
-    ts_status s = ts_perf_trajectory(m, &o, 5, bad, 0, 4, rows, &bp, &fp, &last, &err);
+    int invalid = 0;
+    ts_status s = ts_perf_trajectory(m, &o, 5, bad, 0, 4, rows, &bp, &fp, &last, &invalid, &err);
     CHECK(s == TS_ERR_FORMAT && json_array_size(rows) == 4 && !last.samples, "a bad tile: %s, %zu rows",
           ts_status_name(s), json_array_size(rows));
     json_decref(bp), json_decref(fp), json_decref(rows), json_decref(bad);
