@@ -178,7 +178,17 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     if (ts_model_open(mdir, &m, &e) || ts_model_check_values(m, &e)) {
         ts_eval_note(&k, TS_EVAL_FAIL, "%s", e.msg);
     } else {
-        ts_phase_opts po = {.out = NULL, .threads = threads, .seed = o->seed};
+        /* Phase 1 again at the prefill sizes the deployment claims speeds for (their GEMM chunks),
+         * not only the defaults. */
+        int sizes[TS_PERF_MAX_SIZES], n_sizes = 0;
+        size_t pi;
+        json_t *pr;
+        json_array_foreach(json_object_get(json_object_get(man, "performance"), "prefill"), pi, pr) {
+            json_int_t t = json_integer_value(json_object_get(pr, "tokens"));
+            if (t > 0 && t <= (1 << 20) && n_sizes < TS_PERF_MAX_SIZES) sizes[n_sizes++] = (int)t;
+        }
+        ts_phase_opts po = {.out = NULL, .threads = threads, .seed = o->seed, .prefill_sizes = sizes,
+                            .n_prefill_sizes = n_sizes};
         ts_status (*run[3])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {
             ts_phase1_run, ts_phase2_run, ts_phase3_run};
         for (int p = 0; p < 3; p++) {
