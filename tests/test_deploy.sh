@@ -8,7 +8,11 @@
 set -u
 NAME=deploy
 source "$(dirname "$0")/lib.sh"
-SMALL=(--threads 2 --prefill 32 --prefill-sizes 16,48 --decode-contexts 16,40 --decode-tokens 4)
+# One thread for the deployments whose speed claims the evaluator re-measures: a tiny model's
+# sub-millisecond dispatches on two threads swing 3-10x between runs with the pool's wake-ups
+# (measured on a 2-core Zen 4 VM: 2.7k-23k prefill tok/s back to back; one thread within 15%).
+# The evaluator re-derives gates with --threads 2 (it re-measures claims at the recorded count).
+SMALL=(--threads 1 --prefill 32 --prefill-sizes 16,48 --decode-contexts 16,40 --decode-tokens 4)
 
 # busy_only DIR: every FAIL or WARN in DIR/phase7.json is a performance claim the evaluator
 # could not reproduce while other processes held the CPU (it says so), or phase 0's "not
@@ -203,7 +207,7 @@ tamper gate "$D" 'gate(m["gates"]["phase5"], "lockstep_violations")["measured"] 
 expect 8 "phase5 lockstep_violations: recorded gate contradicts its numbers: measured 3 <= 0 is a FAIL, recorded pass: true" -- \
     "$BIN" eval "$TMP/t-gate" --threads 2
 grep -q "lockstep_violations: recorded 3, its lockstep runs give 0" "$TMP/t-gate/evaluation.md" && ok || bad "lockstep runs not summed"
-tamper gatecopy "$D" 'gate(m["gates"]["phase4"], "top1_changes")["measured"] = 1'
+tamper gatecopy "$D" 'gate(m["gates"]["phase4"], "position_violations")["measured"] = 1'
 expect 8 "phase4: the manifest's gates differ from phase4.json" -- "$BIN" eval "$TMP/t-gatecopy" --threads 2
 tamper p0 "$D" 'p[0]["sequences"][1]["nonfinite"] = 7'
 expect 8 "phase0 nonfinite: recorded 0, its sequences' non-finite counts give 7" -- "$BIN" eval "$TMP/t-p0" --threads 2

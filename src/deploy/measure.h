@@ -13,6 +13,12 @@
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/probe.h"
 
+/* A warm trial repeats its run (one prefill, or D decoded tokens from the same context) until
+ * it has lasted this long and reports the time of one run: a tiny model's sub-millisecond run
+ * timed alone is mostly thread wake-up and timer noise, which no later re-measurement could
+ * reproduce; runs of full-size models last longer than this, so they are timed one by one. */
+#define TS_MEASURE_MIN_TRIAL_MS 20.0
+
 typedef struct ts_measure_opts {
     int threads;               /* the resolved thread count (never 0) */
     int trials;                /* timed warm trials, >= 1 */
@@ -26,7 +32,7 @@ typedef struct ts_measurement {
     double create_ms;          /* session creation (weights bound or copied, tiles applied) */
     double cold_ms;            /* prefill: creation + the first forward; decode: the first run
                                 * after the context's prefill (creation not included) */
-    double mean_ms, sd_ms;     /* warm trial time */
+    double mean_ms, sd_ms;     /* time of one run in a warm trial (see TS_MEASURE_MIN_TRIAL_MS) */
     double rate, rate_sd;      /* tokens per second per trial */
     double *samples;           /* the trials' tokens per second (trials entries; caller frees) */
     int trials;
