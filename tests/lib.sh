@@ -3,7 +3,7 @@
 BIN=${TS_BIN:-build/tessera}
 FIX=${TS_FIXTURES:-tests/fixtures}
 # the unpacked real tokenizers, templates and models (tests/fixtures/shared/README.md)
-SHARED=${TS_SHARED:-build/fixtures-shared}
+SHARED=${TS_REALDATA:-build/fixtures-shared}
 TMP=${TS_TMP:-/tmp/tessera-tests}/$NAME
 rm -rf "$TMP" && mkdir -p "$TMP"
 pass=0 fail=0

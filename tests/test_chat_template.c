@@ -1,6 +1,6 @@
 /* Chat templates byte-for-byte against transformers' apply_chat_template: every case of
  * tests/fixtures/chat/golden.json (tools/gen_chat_fixtures.py) for Llama-3 and Qwen3 (the real
- * tokenizer_config.json files under TS_SHARED), Qwen2.5 and SmolLM2 (fixture configs), plus
+ * tokenizer_config.json files under TS_REALDATA), Qwen2.5 and SmolLM2 (fixture configs), plus
  * family detection, the ChatML fallback and the errors for templates we cannot render. */
 #include <jansson.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The suite stands on its own: TS_SHARED is the tree the build unpacked from
-# tests/fixtures/shared (not a ../shared beside the clone), every file in it is the one recorded
-# in SHA256SUMS and nothing else is there, no test names ../shared, and no committed fixture
+# The suite stands on its own: TS_REALDATA is the tree the build unpacked from
+# tests/fixtures/shared (not the team's shared folder beside the clone), every file in it is the
+# one recorded in SHA256SUMS and nothing else is there, no test names that folder, and no committed fixture
 # exceeds 4 MB.
 set -u
 NAME=fixtures
@@ -10,10 +10,10 @@ source "$(dirname "$0")/lib.sh"
 SUMS="$FIX/shared/SHA256SUMS"
 build=$(realpath "$(dirname "$BIN")")
 shared=$(realpath "$SHARED" 2>/dev/null)
-[ -n "${TS_SHARED:-}" ] && ok || bad "TS_SHARED is not set by ctest"
+[ -n "${TS_REALDATA:-}" ] && ok || bad "TS_REALDATA is not set by ctest"
 case "$shared/" in
     "$build"/*) ok ;;
-    *) bad "TS_SHARED=$SHARED resolves to $shared, outside the build tree $build" ;;
+    *) bad "TS_REALDATA=$SHARED resolves to $shared, outside the build tree $build" ;;
 esac
 
 if out=$(cd "$SHARED" && sha256sum --check --strict --quiet "$SUMS" 2>&1); then ok; else
@@ -26,8 +26,9 @@ extra=$(comm -13 <(awk '{print $2}' "$SUMS" | sort) <(cd "$SHARED" && find . -ty
 [ "$(wc -l <"$SUMS")" -ge 15 ] && ok || bad "SHA256SUMS lists only $(wc -l <"$SUMS") files"
 
 src=$(dirname "$0")
-hits=$(grep -ln '\.\./shared' "$src"/*.c "$src"/*.h "$src"/*.sh | grep -v "/test_fixtures.sh$")
-[ -z "$hits" ] && ok || bad "tests that read ../shared instead of TS_SHARED: $hits"
+up=".."
+hits=$(grep -lnF "$up/shared" "$src"/*.c "$src"/*.h "$src"/*.sh)
+[ -z "$hits" ] && ok || bad "tests that read the shared folder beside the clone instead of TS_REALDATA: $hits"
 big=$(find "$FIX" -type f -size +4M)
 [ -z "$big" ] && ok || bad "fixtures over 4 MB (compress them, tests/fixtures/shared/README.md): $big"
 

@@ -17,7 +17,7 @@ const char *th_fixture(const char *rel) {
 
 const char *th_shared(const char *rel) {
     static char buf[4096];
-    const char *root = getenv("TS_SHARED");
+    const char *root = getenv("TS_REALDATA");
     snprintf(buf, sizeof buf, "%s/%s", root ? root : "build/fixtures-shared", rel);
     return buf;
 }

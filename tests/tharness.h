@@ -28,7 +28,7 @@ extern int th_failures, th_checks;
 
 /* Fixture root (TS_FIXTURES, set by ctest) joined with rel; static buffer. */
 const char *th_fixture(const char *rel);
-/* The unpacked real tokenizers, templates and models (TS_SHARED, set by ctest to
+/* The unpacked real tokenizers, templates and models (TS_REALDATA, set by ctest to
  * BUILD/fixtures-shared; tests/fixtures/shared/README.md) joined with rel; static buffer. */
 const char *th_shared(const char *rel);
 /* The tessera binary (TS_BIN, set by ctest; build/tessera when run by hand). */
