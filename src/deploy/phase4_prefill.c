@@ -125,7 +125,6 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
         json_decref(base_prof), json_decref(final_prof), json_decref(placement);
         return s;
     }
-    json_object_set_new(rep, "phase", json_integer(4));
     json_object_set_new(rep, "prefill_tokens", json_integer(P));
     json_object_set_new(rep, "trials", json_integer(o->trials));
     json_object_set_new(rep, "threads", json_integer(o->threads));
@@ -138,9 +137,6 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     json_object_set_new(rep, "ttft", ttft);
     json_object_set_new(rep, "profile_baseline", base_prof);
     json_object_set_new(rep, "profile_final", final_prof);
-    json_object_set_new(rep, "gates", gates);
-    json_object_set_new(rep, "pass", json_boolean(pass));
-    if (out) fprintf(out, "phase 4: %s\n", pass ? "PASS" : "FAIL");
-    *report = rep;
+    *report = ts_phase_finish(rep, gates, 4, pass, out);
     return pass ? TS_OK : ts_fail(err, TS_ERR_GATE, "phase 4 gate failed (see the table)");
 }

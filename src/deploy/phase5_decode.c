@@ -115,7 +115,6 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
         json_decref(base_prof), json_decref(final_prof);
         return s;
     }
-    json_object_set_new(rep, "phase", json_integer(5));
     json_object_set_new(rep, "context", json_integer(C0));
     json_object_set_new(rep, "weights", json_string(copy ? "copy" : "mmap"));
     json_object_set_new(rep, "decode_tokens", json_integer(D));
@@ -128,9 +127,6 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     json_object_set_new(rep, "lockstep_s", json_real(t_lock));
     json_object_set_new(rep, "profile_baseline", base_prof);
     json_object_set_new(rep, "profile_final", final_prof);
-    json_object_set_new(rep, "gates", gates);
-    json_object_set_new(rep, "pass", json_boolean(pass));
-    if (out) fprintf(out, "phase 5: %s\n", pass ? "PASS" : "FAIL");
-    *report = rep;
+    *report = ts_phase_finish(rep, gates, 5, pass, out);
     return pass ? TS_OK : ts_fail(err, TS_ERR_GATE, "phase 5 gate failed (see the table)");
 }
