@@ -30,25 +30,33 @@ if bad: print("note: not excused:", *bad, sep="\n  ", file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
 }
-# A tiny model's speed on this kind of shared 2-core host moves by a third between runs of
-# seconds apart (its runs are tens of microseconds), so an honest claim is expected to be
-# reproduced in most evaluations, not in every one: a FAIL gets up to two more evaluations and
-# passes when one of them is honest. An inflated claim (tested below) fails every time.
+# A tiny model's runs last tens of microseconds, and on this kind of shared 2-core host its
+# speed drifts by a third over tens of seconds, so an honest claim is expected to be reproduced
+# in most deploy-then-evaluate rounds, not in every one: a claim FAIL gets up to two more rounds,
+# each re-measuring the claims (`deploy --phases 4-6` into the same directory, REDEPLOY_ARGS)
+# right before evaluating, and passes when one of them is honest. An inflated claim (tested
+# below) fails every time; an idle machine passes the first round in most runs (docs/deploy.md).
+REDEPLOY_ARGS=("${SMALL[@]}")
 # eval_ok DIR [ARGS]: tessera eval passes, within those rules.
 eval_ok() {
-    local d=$1 out rc try
+    local d=$1 out rc try model
     shift
     for try in 1 2 3; do
+        if [ "$try" -gt 1 ]; then
+            model=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["dir"])' "$d/manifest.json")
+            "$BIN" deploy "$model" --phases 4-6 --out "$d" "${REDEPLOY_ARGS[@]}" >/dev/null 2>&1 </dev/null \
+                || { bad "re-measuring the claims of $d failed"; return; }
+        fi
         out=$("$BIN" eval "$d" --threads 2 "$@" 2>&1 </dev/null)
         rc=$?
         if [ "$rc" -eq 0 ] || { [ "$rc" -ne 1 ] && honest "$d" 2>/dev/null; }; then ok; return; fi
         [ "$rc" -eq 1 ] && break
     done
     honest "$d"
-    bad "eval $d $* -> exit $rc (3 tries): $(tail -30 <<<"$out")"
+    bad "eval $d $* -> exit $rc (3 rounds): $(tail -30 <<<"$out")"
 }
 # deploy_ok DIR PATTERN ARGS: tessera deploy ARGS passes (exit 0), or its phase 7 fails only on
-# speed claims and a fresh evaluation of DIR passes as eval_ok; its output has PATTERN.
+# speed claims and a later round passes as eval_ok; its output has PATTERN.
 deploy_ok() {
     local d=$1 pat=$2 out rc
     shift 2
@@ -286,7 +294,9 @@ grep -q "note: .*phase 0 not compared with Hugging Face" "$TMP/r-err" && ! grep 
 # The copy placement forced (the probe's pick on a tiny model is noise): every measurement from
 # phase 4's final row on, the manifest, phase 6's generation and phase 7 follow it.
 cp -r "$TMP/r" "$TMP/rc"
+REDEPLOY_ARGS=(--weights copy "${SMALL[@]}")
 deploy_ok "$TMP/rc" "weight placement: copy (chosen with --weights)" "$M" --phases 4-7 --out "$TMP/rc" --weights copy "${SMALL[@]}"
+REDEPLOY_ARGS=("${SMALL[@]}")
 python3 - "$TMP/rc" <<'PY' && ok || bad "a --weights copy deployment does not carry the copy through phases 4-7"
 import json, sys
 d = sys.argv[1]
