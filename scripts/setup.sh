@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # time: GNU time, the peak RSS column of `make deploy-all`.
-DEBS=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev clang libclang-rt-14-dev time)
+DEBS=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev clang libclang-rt-14-dev time python3)
 
 missing=()
 for p in "${DEBS[@]}"; do

@@ -47,10 +47,14 @@ eval_ok() {
             "$BIN" deploy "$model" --phases 4-6 --out "$d" "${REDEPLOY_ARGS[@]}" >/dev/null 2>&1 </dev/null \
                 || { bad "re-measuring the claims of $d failed"; return; }
         fi
+        rm -f "$d/phase7.json" # a verdict of an earlier run must not stand in for this one
         out=$("$BIN" eval "$d" --threads 2 "$@" 2>&1 </dev/null)
         rc=$?
-        if [ "$rc" -eq 0 ] || { [ "$rc" -ne 1 ] && honest "$d" 2>/dev/null; }; then ok; return; fi
-        [ "$rc" -eq 1 ] && break
+        if [ "$rc" -eq 0 ] || { { [ "$rc" -eq 8 ] || [ "$rc" -eq 9 ]; } && honest "$d" 2>/dev/null; }; then
+            ok
+            return
+        fi
+        [ "$rc" -eq 8 ] || break # only a claim FAIL gets another round
     done
     honest "$d"
     bad "eval $d $* -> exit $rc (3 rounds): $(tail -30 <<<"$out")"
@@ -60,10 +64,11 @@ eval_ok() {
 deploy_ok() {
     local d=$1 pat=$2 out rc
     shift 2
+    rm -f "$d/phase7.json"
     out=$("$BIN" deploy "$@" 2>&1 </dev/null)
     rc=$?
     if ! grep -qF -- "$pat" <<<"$out"; then bad "deploy $* -> output lacks '$pat': $(tail -30 <<<"$out")"
-    elif [ "$rc" -eq 0 ] || honest "$d" 2>/dev/null; then ok
+    elif [ "$rc" -eq 0 ] || { [ "$rc" -eq 8 ] && honest "$d" 2>/dev/null; }; then ok
     elif [ "$rc" -eq 8 ] && grep -q "phase 7: the evaluator's verdict is FAIL" <<<"$out"; then eval_ok "$d"
     else bad "deploy $* -> exit $rc: $(tail -30 <<<"$out")"; fi
 }
@@ -209,7 +214,9 @@ for r in m["performance"]["prefill"] + p[4]["ttft"]:
     k = "ttft_ms" if "ttft_ms_mean" in r else "warm_ms"
     r[k + "_mean"] *= 2; r[k + "_sd"] *= 2; r["samples_tok_s"] = [x / 2 for x in r["samples_tok_s"]]
     r["prefill_tok_s"] /= 2; r.get("prefill_tok_s_sd") is not None and r.update(prefill_tok_s_sd=r["prefill_tok_s_sd"] / 2)'
-eval_ok "$TMP/t-deflated"
+# One evaluation, never re-deployed (that would replace the edited claims): a claim at half the
+# speed is reproduced whatever the host's drift.
+"$BIN" eval "$TMP/t-deflated" --threads 2 >/dev/null 2>&1 </dev/null
 python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['checks']; x=[r for r in c if r['check'].startswith(('TTFT at', 'decode at'))]
 sys.exit(not (len(x) == 4 and all(r['result'] == 'OK' or 'idle machine' in r['check'] for r in x)))" "$TMP/t-deflated/phase7.json" \
     && ok || bad "deflated claims are not all OK: $(grep -E 'TTFT at|decode at' "$TMP/t-deflated/evaluation.md")"
@@ -237,7 +244,7 @@ expect 8 "phase4 trajectory[0]: recorded warm_ms_mean" -- "$BIN" eval "$TMP/t-p4
 eval_ok "$TMP/t-honest" --baseline "$TMP/t-honest"
 grep -q "## Against the baseline" "$TMP/t-honest/evaluation.md" && grep -q "| decode at context 16 |" "$TMP/t-honest/evaluation.md" \
     && ok || bad "evaluation.md lacks the baseline tables"
-tamper fast "$D" 'scale(m["performance"]["decode"], 2); scale(p[5]["contexts"], 2)'
+tamper fast "$TMP/t-honest" 'scale(m["performance"]["decode"], 2); scale(p[5]["contexts"], 2)'
 expect 8 "baseline: decode at context 16: baseline claims" -- "$BIN" eval "$TMP/t-honest" --threads 2 --baseline "$TMP/t-fast"
 grep -q "a regression" "$TMP/t-honest/evaluation.md" && ok || bad "the 2x baseline is not called a regression"
 tamper worse "$D" 'gate(m["gates"]["phase1"], "rel_l2")["measured"] = 9e-3; gate(p[1], "rel_l2")["measured"] = 9e-3'

@@ -40,7 +40,10 @@ int main(void) {
     CHECK(verdict(100, 1000, 5, 80, 1, 5, 1, &b) == TS_EVAL_OK && b.sd_used == 25, "capped sd: sd_used %g", b.sd_used);
     CHECK(verdict(100, 1000, 5, 74, 1, 5, 1, &b) == TS_EVAL_FAIL, "capped sd cannot pass the floor");
     CHECK(verdict(100, INFINITY, 5, 74, 1, 5, 1, &b) == TS_EVAL_FAIL && b.sd_used == 25, "infinite sd counts as the cap");
-    CHECK(verdict(100, 2, 1, 86.5, 2, 1, 1, &b) == TS_EVAL_OK, "one trial each: the band in standard deviations");
+    /* One trial each widens the band (bound 100 - 10 - 3 sqrt(8) = 81.5) where five narrow it
+     * (100 - 10 - 3 sqrt(1.6) = 86.2): 84 is inside the first, outside the second. */
+    CHECK(verdict(100, 2, 1, 84, 2, 1, 1, &b) == TS_EVAL_OK, "one trial each: the band in standard errors");
+    CHECK(verdict(100, 2, 5, 84, 2, 5, 1, &b) == TS_EVAL_WARN, "five trials each: a narrower band");
     /* Times (ms, lower is better): claim 10 +- 0.2 ms: OK up to 10 + 1 + 3 * sqrt(0.016),
      * FAIL beyond 10 / 0.75. */
     double tb = 10 + 1 + 3 * sqrt(0.016);

@@ -13,7 +13,7 @@ Prompts. `tessera deploy MODEL --hf-python PYTHON` writes the exact token ids ph
 to DEPLOY/golden/hf_prompts.json ({"sequences": [{"tokens": [...]}, ...]}) and passes it as
 --prompts; golden.json carries the tokens back, and phase 0 refuses a golden whose tokens differ,
 so the two sides cannot drift. Without --prompts this script uses phase 0's canonical prompts
-computed the same way as src/deploy/phase0.c (canonical_prompts below; tests/test_hf_golden.sh
+computed the same way as src/deploy/phase0_oracle.c (canonical_prompts below; tests/test_hf_golden.sh
 checks `--print-prompts` against the file tessera writes).
 
 Needs torch and transformers, in a virtual environment outside the repository:
@@ -39,7 +39,7 @@ VENV_HELP = ("create a virtual environment outside the repository: python3 -m ve
              "/path/venv-hf/bin/pip install torch transformers safetensors numpy; then run this script "
              "with /path/venv-hf/bin/python (tessera deploy MODEL --hf-python /path/venv-hf/bin/python)")
 
-# Phase 0's canonical prompts (src/deploy/phase0.c, canonical_seq): BOS alone, then 8 and 32
+# Phase 0's canonical prompts (src/deploy/phase0_oracle.c, canonical_seq): BOS alone, then 8 and 32
 # ids from a 64-bit LCG over the whole vocabulary, BOS first when config.json names one.
 CANONICAL_LENGTHS = (1, 8, 32)
 _MASK64 = (1 << 64) - 1

@@ -73,7 +73,8 @@ static void *worker(void *arg) {
 
 ts_status ts_pool_new(int n, ts_pool **out, ts_error *err) {
     *out = NULL;
-    if (n < 1 || n > 256) return ts_fail(err, TS_ERR_ARG, "thread count %d outside [1, 256]", n);
+    if (n < 1 || n > TS_POOL_MAX_THREADS)
+        return ts_fail(err, TS_ERR_ARG, "thread count %d outside [1, %d]", n, TS_POOL_MAX_THREADS);
     ts_pool *p = calloc(1, sizeof *p);
     if (!p) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     p->n = n;
@@ -157,7 +158,7 @@ void ts_pool_barrier(ts_pool *p) {
 
 int ts_pool_default_threads(void) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)(n < 1024 ? n : 1024) : 1;
+    return n > 0 ? (int)(n < TS_POOL_MAX_THREADS ? n : TS_POOL_MAX_THREADS) : 1;
 }
 
 int ts_pool_resolve_threads(int requested) { return requested > 0 ? requested : ts_pool_default_threads(); }

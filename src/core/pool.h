@@ -12,6 +12,8 @@ typedef void (*ts_pool_fn)(void *ctx, int ith, int nth);
 /* The thread count when none is asked for: every online core. Callers resolve a requested 0
  * through this once and pass and record the real number from then on. */
 int ts_pool_default_threads(void);
+/* The most threads a pool runs; more cores than that gain nothing on these models. */
+#define TS_POOL_MAX_THREADS 256
 /* requested > 0: itself; otherwise ts_pool_default_threads(). */
 int ts_pool_resolve_threads(int requested);
 

@@ -14,11 +14,6 @@
 
 static const char *op_name(const ts_threshold *t) { return t->op == TS_GATE_GE ? ">=" : "<="; }
 
-static double num(const json_t *o, const char *key) {
-    const json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 static const char *str(const json_t *o, const char *key) {
     const char *v = json_string_value(json_object_get(o, key));
     return v ? v : "";
@@ -40,7 +35,7 @@ void ts_eval_audit_thresholds(ts_eval_checks *k, const json_t *man) {
             missing++;
             continue;
         }
-        double v = num(found, "value");
+        double v = ts_eval_num(found, "value");
         int looser = t[i].op == TS_GATE_GE ? !(v >= t[i].value) : !(v <= t[i].value);
         if (looser || strcmp(str(found, "op"), op_name(&t[i]))) {
             bad++;
@@ -74,7 +69,7 @@ static int check_rows(ts_eval_checks *k, const char *phase, const json_t *gates,
             all = 0;
             continue;
         }
-        double v = num(g, "measured"), thr = num(g, "threshold"); /* measured null: NaN/Inf, which fails */
+        double v = ts_eval_num(g, "measured"), thr = ts_eval_num(g, "threshold"); /* measured null: NaN/Inf, which fails */
         int pass = ts_threshold_pass(t, v), said = json_is_true(json_object_get(g, "pass"));
         all &= pass;
         if (thr != t->value || strcmp(str(g, "op"), op_name(t)))
@@ -93,7 +88,7 @@ static double gate_value(const json_t *gates, const char *metric, int *found) {
     const json_t *g;
     json_array_foreach(gates, i, g) if (!strcmp(str(g, "metric"), metric)) {
         *found = 1;
-        return num(g, "measured");
+        return ts_eval_num(g, "measured");
     }
     *found = 0;
     return NAN;
@@ -103,7 +98,7 @@ static double gate_value(const json_t *gates, const char *metric, int *found) {
 static void summary(ts_eval_checks *k, const char *phase, const json_t *gates, const char *metric, double want,
                     const char *from) {
     int found;
-    double v = gate_value(gates, metric, &found), tol = ts_threshold_find("phase7", "recorded_rel_err")->value;
+    double v = gate_value(gates, metric, &found), tol = ts_eval_table("recorded_rel_err");
     if (!found) ts_eval_note(k, TS_EVAL_FAIL, "%s records no %s gate", phase, metric);
     else if (!(isnan(v) && isnan(want)) && !(fabs(v - want) <= tol * fmax(1, fabs(want))))
         ts_eval_note(k, TS_EVAL_FAIL, "%s %s: recorded %.9g, its %s give %.9g", phase, metric, v, from, want);
@@ -141,10 +136,10 @@ static void phase0_rows(ts_eval_checks *k, const json_t *rep) {
     double top1 = 1, p = 1, rel = 0;
     size_t i;
     json_array_foreach(seqs, i, s) {
-        double n = num(s, "n_tokens");
-        top1 = ts_worst_min(top1, num(s, "top1_match") / n);
-        p = ts_worst_min(p, num(s, "pearson"));
-        rel = ts_worst_max(rel, num(s, "rel_l2"));
+        double n = ts_eval_num(s, "n_tokens");
+        top1 = ts_worst_min(top1, ts_eval_num(s, "top1_match") / n);
+        p = ts_worst_min(p, ts_eval_num(s, "pearson"));
+        rel = ts_worst_max(rel, ts_eval_num(s, "rel_l2"));
     }
     summary(k, "phase0", gates, "top1_frac", top1, "sequences' top-1 matches");
     summary(k, "phase0", gates, "pearson", p, "sequences' Pearson values");
@@ -161,7 +156,7 @@ static void perf_rows(ts_eval_checks *k, const char *phase, const json_t *rep, c
     for (int a = 0; a < 2; a++) json_array_foreach(rows[a], i, r) {
         char why[320];
         int n;
-        double t = a == 1 && size_key && !strcmp(size_key, "tokens") ? num(r, "tokens") : tokens;
+        double t = a == 1 && size_key && !strcmp(size_key, "tokens") ? ts_eval_num(r, "tokens") : tokens;
         if (ts_eval_row_stats(r, rate_key, t, &n, why, sizeof why))
             ts_eval_note(k, TS_EVAL_FAIL, "%s %s[%zu]: %s", phase, a ? list : "trajectory", i, why);
         else if (n && n != trials)
@@ -180,9 +175,9 @@ static void lockstep_rows(ts_eval_checks *k, const char *phase, const json_t *re
     summary(k, phase, json_object_get(rep, "gates"), "lockstep_violations", sum_of(runs, "violation"), "lockstep runs");
     json_array_foreach(runs, i, r) {
         const json_t *n = json_object_get(r, "tokens");
-        if (n && num(r, "identical_tokens") > num(r, "tokens"))
-            ts_eval_note(k, TS_EVAL_FAIL, "%s lockstep[%zu]: %g identical tokens of %g", phase, i, num(r, "identical_tokens"),
-                         num(r, "tokens"));
+        if (n && ts_eval_num(r, "identical_tokens") > ts_eval_num(r, "tokens"))
+            ts_eval_note(k, TS_EVAL_FAIL, "%s lockstep[%zu]: %g identical tokens of %g", phase, i, ts_eval_num(r, "identical_tokens"),
+                         ts_eval_num(r, "tokens"));
     }
 }
 
@@ -233,9 +228,9 @@ void ts_eval_recorded_gates(ts_eval_checks *k, const json_t *man, const char *di
             summary(k, phase, json_object_get(rep, "gates"), "lockstep_violations",
                     sum_of(json_object_get(rep, "lockstep"), "violation"), "lockstep runs");
         }
-        if (p == 4) perf_rows(k, phase, rep, "ttft", "tokens", num(rep, "prefill_tokens"), "prefill_tok_s");
+        if (p == 4) perf_rows(k, phase, rep, "ttft", "tokens", ts_eval_num(rep, "prefill_tokens"), "prefill_tok_s");
         if (p == 5) {
-            perf_rows(k, phase, rep, "contexts", NULL, num(rep, "decode_tokens"), "decode_tok_s");
+            perf_rows(k, phase, rep, "contexts", NULL, ts_eval_num(rep, "decode_tokens"), "decode_tok_s");
             lockstep_rows(k, phase, rep);
         }
     }

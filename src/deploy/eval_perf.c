@@ -99,6 +99,8 @@ const json_t *ts_eval_find_size(const json_t *rows, const char *size_key, json_i
 ts_eval_stat ts_eval_claim_stat(const ts_eval_kind *kd, const json_t *row, int trials) {
     int n = (int)json_array_size(json_object_get(row, "samples_tok_s"));
     ts_eval_stat s = {ts_eval_num(row, kd->mean_key), ts_eval_num(row, kd->sd_key), n ? n : trials};
+    /* No recorded sd: none claimed, so none widens the band (the mean alone is judged). */
+    if (!json_object_get(row, kd->sd_key)) s.sd = 0;
     return s;
 }
 
@@ -220,6 +222,7 @@ void ts_eval_remeasure(ts_eval_checks *k, const ts_model *m, const json_t *man, 
     int attempts = (int)ts_eval_table("perf_attempts"), busy_attempts = (int)ts_eval_table("perf_busy_attempts");
     double busy_share = ts_eval_table("perf_busy_share");
     if (trials < 5) trials = 5;
+    if (trials > 1000) trials = 1000; /* an edited manifest does not buy hours of re-measurement */
     ts_error e;
     if (ts_placement_parse(json_object_get(target, "weights"), "manifest.json: target.weights", &copy, &e)) {
         ts_eval_note(k, TS_EVAL_FAIL, "%s", e.msg);
@@ -227,14 +230,16 @@ void ts_eval_remeasure(ts_eval_checks *k, const ts_model *m, const json_t *man, 
     }
     ts_measure_opts mo = {.threads = threads, .trials = trials, .disable = ts_placement_mask(copy),
                           .tiles = json_is_array(tiles) ? tiles : NULL};
-    int D = (int)json_integer_value(json_object_get(perf, "decode_tokens_per_trial"));
+    json_int_t d = json_integer_value(json_object_get(perf, "decode_tokens_per_trial"));
+    int D = d > 0 && d <= (1 << 16) ? (int)d : 0;
     claims_complete(k, perf, p4, p5);
     for (int kind = 0; kind < 2; kind++) {
         const ts_eval_kind *kd = &ts_eval_kinds[kind];
         size_t i;
         const json_t *r;
         json_array_foreach(json_object_get(perf, kd->rows), i, r) {
-            int size = (int)json_integer_value(json_object_get(r, kd->size_key));
+            json_int_t sz = json_integer_value(json_object_get(r, kd->size_key));
+            int size = sz > 0 && sz <= (1 << 20) ? (int)sz : 0;
             char what[64];
             ts_eval_label(kd, size, what, sizeof what);
             if (size < 1 || (kd->higher && D < 1)) {
@@ -255,6 +260,7 @@ void ts_eval_remeasure(ts_eval_checks *k, const ts_model *m, const json_t *man, 
                 ts_status s = kd->higher ? ts_measure_decode(m, &mo, size, D, &mm, &e) : ts_measure_prefill(m, &mo, size, &mm, &e);
                 if (s) {
                     ts_eval_note(k, TS_EVAL_FAIL, "%s could not be re-measured: %s", what, e.msg);
+                    best.n = 0; /* one line for this claim: the failure */
                     break;
                 }
                 double other = others_share(&l0);
@@ -272,14 +278,17 @@ void ts_eval_remeasure(ts_eval_checks *k, const ts_model *m, const json_t *man, 
                 level = TS_EVAL_WARN;
                 snprintf(busy, sizeof busy, "; this process runs other kernels than the claim was measured with: "
                          "not comparable, a warning");
-            } else if (level != TS_EVAL_OK && other_max > busy_share)
+            } else if (level != TS_EVAL_OK && quiet < attempts)
+                /* Excused only when the machine was never quiet for all the attempts: a claim that
+                 * failed perf_attempts quiet re-measurements is not reproduced, whatever else ran. */
                 snprintf(busy, sizeof busy, "; other processes used up to %.0f%% of this machine's CPU time meanwhile "
                          "(%d of %d attempts quiet): run `tessera eval` again on an idle machine", 100 * other_max, quiet,
                          tries);
             say_claim(k, level, what, "claimed", c, best, &bb, kd, tries, busy);
-            json_array_append_new(got, json_pack("{s:s, s:i, s:f, s:f, s:i, s:i, s:f, s:b}", "kind", kd->rows, "size", size,
-                                                 "mean", best.mean, "sd", best.sd, "n", best.n, "attempts", tries,
-                                                 "others_cpu_share_max", other_max, "same_kernels", same_kernels));
+            json_array_append_new(got, json_pack("{s:s, s:i, s:o, s:o, s:i, s:i, s:f, s:b}", "kind", kd->rows, "size", size,
+                                                 "mean", ts_json_number(best.mean), "sd", ts_json_number(best.sd), "n",
+                                                 best.n, "attempts", tries, "others_cpu_share_max", other_max,
+                                                 "same_kernels", same_kernels));
         }
     }
 }

@@ -113,10 +113,11 @@ ts_status ts_hf_golden_generate(const char *model_dir, const char *dir, const in
             fprintf(stderr, "tessera: cannot run the --hf-python interpreter %s: %s\n", argv[0], strerror(errno));
             _exit(127);
         } else {
-            int st;
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+            int st = 0, w;
+            while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
             int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-            if (WIFSIGNALED(st))
+            if (w < 0) s = ts_fail(err, TS_ERR_IO, "golden generation: waitpid: %s", strerror(errno));
+            else if (WIFSIGNALED(st))
                 s = ts_fail(err, TS_ERR_IO, "golden generation: `%s %s` was killed by signal %d", o->python, script,
                             WTERMSIG(st));
             else if (code == 127)

@@ -163,10 +163,10 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     ts_eval_checks k = {md, o->out, 0, 0, json_array()};
     /* The thread count, resolved once: --threads, else the deployment's, else every core. */
     long long rec = json_integer_value(json_object_get(json_object_get(man, "target"), "threads"));
-    int threads = o->threads > 0 ? o->threads : rec > 0 && rec <= 1024 ? (int)rec : ts_pool_default_threads();
+    int threads = o->threads > 0 ? o->threads : rec > 0 && rec <= TS_POOL_MAX_THREADS ? (int)rec : ts_pool_default_threads();
     /* Speed claims hold for the thread count they were measured with: they are re-measured
      * with it whatever --threads says (that one runs the re-derived gates). */
-    int perf_threads = rec > 0 && rec <= 1024 ? (int)rec : threads;
+    int perf_threads = rec > 0 && rec <= TS_POOL_MAX_THREADS ? (int)rec : threads;
     fprintf(md, "# Evaluation of %s\n\nmodel %s, evaluation seed %llu, tessera %s%s%s\n\n| result | check |\n|---|---|\n",
             dir, mdir, (unsigned long long)o->seed, ts_version(), base ? ", baseline " : "", base ? o->baseline : "");
     if (o->out) fprintf(o->out, "phase 7 (evaluate): %s (model %s, seed %llu)\n", dir, mdir, (unsigned long long)o->seed);
@@ -181,15 +181,20 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     if (ts_model_open(mdir, &m, &e) || ts_model_check_values(m, &e)) {
         ts_eval_note(&k, TS_EVAL_FAIL, "%s", e.msg);
     } else {
-        /* Phase 1 again at the prefill sizes the deployment claims speeds for (their GEMM chunks),
-         * not only the defaults. */
+        /* Phase 1 again at the prefill sizes deploy's phase 1 checked (the trajectory's and every
+         * TTFT size: their GEMM chunks), else the claimed TTFT sizes, else its defaults. */
         int sizes[TS_PERF_MAX_SIZES], n_sizes = 0;
         size_t pi;
         json_t *pr;
-        json_array_foreach(json_object_get(json_object_get(man, "performance"), "prefill"), pi, pr) {
-            json_int_t t = json_integer_value(json_object_get(pr, "tokens"));
+        json_array_foreach(json_object_get(reports[1], "prefill_sizes"), pi, pr) {
+            json_int_t t = json_integer_value(pr);
             if (t > 0 && t <= (1 << 20) && n_sizes < TS_PERF_MAX_SIZES) sizes[n_sizes++] = (int)t;
         }
+        if (!n_sizes)
+            json_array_foreach(json_object_get(perf, "prefill"), pi, pr) {
+                json_int_t t = json_integer_value(json_object_get(pr, "tokens"));
+                if (t > 0 && t <= (1 << 20) && n_sizes < TS_PERF_MAX_SIZES) sizes[n_sizes++] = (int)t;
+            }
         ts_phase_opts po = {.out = NULL, .threads = threads, .seed = o->seed, .prefill_sizes = sizes,
                             .n_prefill_sizes = n_sizes};
         ts_status (*run[3])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {

@@ -120,12 +120,6 @@ static int bind_weights(ts_cpu *c) {
 
 /* ---- session ---- */
 
-static int resolve_threads(const ts_cpu_opts *o) {
-    int nth = ts_pool_resolve_threads(o ? o->n_threads : 0);
-    if (nth < 1) nth = 1;
-    return nth > 256 ? 256 : nth; /* the pool's limit; more cores than that gain nothing here */
-}
-
 /* The arena's floats (carved in ts_cpu_new below); ts_cpu_mem_need uses the same sum. */
 static size_t arena_floats(const ts_config *cf, int chunk, int nth, int max_seq) {
     size_t H = (size_t)cf->n_embd, hd = (size_t)cf->head_dim, Q = (size_t)cf->n_heads * hd,
@@ -164,7 +158,8 @@ void ts_cpu_mem_need(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_me
     if (m->lm_head != m->embed) out->weights_owned += mat_bytes(m->lm_head, disable);
     out->kv = 2 * (uint64_t)cf->n_layers * (uint64_t)max_seq * (uint64_t)cf->n_kv_heads * (uint64_t)cf->head_dim *
               sizeof(float);
-    out->scratch = ((uint64_t)arena_floats(cf, chunk, resolve_threads(o), max_seq) + (uint64_t)cf->head_dim / 2 +
+    int nth = ts_pool_resolve_threads(o ? o->n_threads : 0);
+    out->scratch = ((uint64_t)arena_floats(cf, chunk, nth, max_seq) + (uint64_t)cf->head_dim / 2 +
                     ((disable & TS_OPT_LAST_LOGITS) ? (uint64_t)chunk * (uint64_t)cf->n_vocab : 0)) *
                    sizeof(float);
 }
@@ -188,7 +183,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
                            ts_cpu_variant_name((ts_cpu_variant)o->force_variant));
         v = (ts_cpu_variant)o->force_variant;
     }
-    int nth = resolve_threads(o);
+    int nth = ts_pool_resolve_threads(o ? o->n_threads : 0);
     ts_cpu *c = calloc(1, sizeof *c);
     if (!c) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     c->m = m;

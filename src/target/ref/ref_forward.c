@@ -69,14 +69,9 @@ static size_t scratch_floats(const ts_config *c, int CH, int n_scores) {
     return (size_t)CH * (4 * (size_t)c->n_embd + 2 * Q + 2 * KV + 2 * (size_t)c->n_ff) + row_floats(c) +
            (size_t)n_scores;
 }
-static int resolve_threads(int n_threads) {
-    n_threads = ts_pool_resolve_threads(n_threads);
-    return n_threads > 256 ? 256 : n_threads;
-}
-
 void ts_ref_mem_need(const ts_model *m, int max_seq, int n_tokens, int n_threads, ts_mem_need *out) {
     const ts_config *c = &m->cfg;
-    int nth = resolve_threads(n_threads);
+    int nth = ts_pool_resolve_threads(n_threads);
     int CH = n_tokens < REF_CHUNK ? n_tokens : REF_CHUNK;
     memset(out, 0, sizeof *out);
     out->weights_mapped = ts_store_file_bytes(&m->store);
@@ -118,9 +113,9 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
 }
 
 ts_status ts_ref_set_threads(ts_ref *r, int n_threads, ts_error *err) {
-    if (n_threads < 0 || n_threads > 256)
-        return ts_fail(err, TS_ERR_ARG, "ref session: %d threads outside [0, 256]", n_threads);
-    n_threads = resolve_threads(n_threads);
+    if (n_threads < 0 || n_threads > TS_POOL_MAX_THREADS)
+        return ts_fail(err, TS_ERR_ARG, "ref session: %d threads outside [0, %d]", n_threads, TS_POOL_MAX_THREADS);
+    n_threads = ts_pool_resolve_threads(n_threads);
     ts_pool_free(r->pool);
     r->pool = NULL;
     if (n_threads == 1) return TS_OK;
