@@ -23,6 +23,8 @@ typedef struct ts_tensor {
     const void *data; /* borrowed from the mapped file */
     const char *file; /* borrowed: path of the file that holds it */
     size_t offset;    /* byte offset of data inside the file */
+    int heap;         /* data is a heap copy its store owns (GGUF Q/K rows put back in HF
+                         order), not file pages: never madvise'd away */
 } ts_tensor;
 
 /* Parses a whole safetensors file image. Views point into buf, so buf must outlive them.

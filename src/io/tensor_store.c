@@ -29,6 +29,8 @@ void ts_store_close(ts_store *st) {
     ts_tensors_free(st->tensors, st->n_tensors);
     for (int i = 0; i < st->n_maps; i++) ts_mmap_close(&st->maps[i]);
     free(st->maps);
+    for (int i = 0; i < st->n_heap; i++) free(st->heap[i]);
+    free(st->heap);
     memset(st, 0, sizeof *st);
 }
 
@@ -165,13 +167,17 @@ ts_status ts_store_open(ts_store *st, const char *dir, ts_error *err) {
     }
     free(single);
     free(index);
-    if (!s && st->n_tensors > 1) {
-        qsort(st->tensors, (size_t)st->n_tensors, sizeof *st->tensors, cmp_name);
-        for (int i = 1; i < st->n_tensors && !s; i++)
-            if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0)
-                s = ts_fail(err, TS_ERR_FORMAT, "tensor \"%s\" appears in both %s and %s",
-                            st->tensors[i].name, st->tensors[i - 1].file, st->tensors[i].file);
-    }
+    if (!s) s = ts_store_index(st, err);
     if (s) ts_store_close(st);
     return s;
+}
+
+ts_status ts_store_index(ts_store *st, ts_error *err) {
+    if (st->n_tensors < 2) return TS_OK;
+    qsort(st->tensors, (size_t)st->n_tensors, sizeof *st->tensors, cmp_name);
+    for (int i = 1; i < st->n_tensors; i++)
+        if (strcmp(st->tensors[i - 1].name, st->tensors[i].name) == 0)
+            return ts_fail(err, TS_ERR_FORMAT, "tensor \"%s\" appears twice (in %s and %s)", st->tensors[i].name,
+                           st->tensors[i - 1].file, st->tensors[i].file);
+    return TS_OK;
 }

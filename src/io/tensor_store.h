@@ -11,11 +11,16 @@ typedef struct ts_store {
     ts_tensor *tensors; /* sorted by name */
     int n_tensors;
     int sharded;
+    void **heap; /* owned buffers some tensors point into (ts_tensor.heap) */
+    int n_heap;
 } ts_store;
 
 ts_status ts_store_open(ts_store *st, const char *dir, ts_error *err);
 void ts_store_close(ts_store *st);
 const ts_tensor *ts_store_find(const ts_store *st, const char *name);
+/* Sorts the table by name and refuses duplicate names (done by ts_store_open; other builders
+ * of a store call it themselves). */
+ts_status ts_store_index(ts_store *st, ts_error *err);
 /* Total bytes of all weight files. */
 uint64_t ts_store_file_bytes(const ts_store *st);
 

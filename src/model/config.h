@@ -27,6 +27,9 @@ typedef struct ts_config {
     int rope_llama3;
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_orig_max_pos;
+    /* Per-frequency divisors (head_dim / 2 floats) from a GGUF's rope_freqs tensor, the form
+     * llama.cpp's converter gives llama3 scaling; borrowed from the model's weights, or NULL. */
+    const float *rope_freq_div;
     /* features */
     int qkv_bias; /* q/k/v projections have bias (Qwen2 always; Llama/Qwen3: attention_bias) */
     int o_bias;   /* o_proj has bias (Llama/Qwen3 attention_bias) */
@@ -37,6 +40,7 @@ typedef struct ts_config {
     int eos_ids[TS_MAX_EOS];
     int n_eos;
     char torch_dtype[16];
+    int gguf; /* read from a GGUF file's metadata rather than config.json */
 } ts_config;
 
 /* Reads and validates DIR/config.json (path given whole). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "model/gguf_model.h"
 
 typedef struct binder {
     const ts_model *m;
@@ -133,15 +134,35 @@ done:
     return s;
 }
 
+/* A .gguf file: metadata -> config, tensors -> store under HF names; then bound as usual. */
+static ts_status open_gguf(ts_model *m, const char *path, ts_error *err) {
+    if (!(m->gguf = calloc(1, sizeof *m->gguf))) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    ts_status s = ts_gguf_open(path, m->gguf, err);
+    if (s) {
+        free(m->gguf);
+        m->gguf = NULL;
+        return s;
+    }
+    if ((s = ts_config_from_gguf(m->gguf, &m->cfg, err))) return s;
+    if ((s = ts_store_from_gguf(&m->store, m->gguf, &m->cfg, err)) || (s = ts_store_index(&m->store, err)))
+        return s;
+    return bind_all(m, err);
+}
+
 ts_status ts_model_open(const char *dir, ts_model **out, ts_error *err) {
     *out = NULL;
     if (!dir) return ts_fail(err, TS_ERR_ARG, "model directory is NULL");
     ts_model *m = calloc(1, sizeof *m);
     if (!m) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     m->dir = strdup(dir);
-    m->config_path = ts_path_join(dir, "config.json");
+    int gguf = !ts_dir_exists(dir) && ts_file_exists(dir);
+    m->config_path = gguf ? strdup(dir) : ts_path_join(dir, "config.json");
     ts_status s;
     if (!m->dir || !m->config_path) s = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    else if (gguf && !ts_gguf_is_file(dir))
+        s = ts_fail(err, TS_ERR_FORMAT, "%s: not a GGUF file and not a directory (expected a Hugging Face model "
+                    "directory or a .gguf file)", dir);
+    else if (gguf) s = open_gguf(m, dir, err);
     else if (!ts_dir_exists(dir))
         s = ts_fail(err, TS_ERR_IO, "%s: no such directory (expected a Hugging Face model directory)",
                     dir);
@@ -161,6 +182,8 @@ ts_status ts_model_open(const char *dir, ts_model **out, ts_error *err) {
 
 void ts_model_close(ts_model *m) {
     if (!m) return;
+    if (m->gguf) ts_gguf_close(m->gguf); /* its views point into the store's map: first */
+    free(m->gguf);
     ts_store_close(&m->store);
     free(m->layers);
     free(m->config_path);
@@ -197,6 +220,15 @@ int ts_model_n_embd(const ts_model *m) { return m->cfg.n_embd; }
  * enough to scan billions of weights at memory speed. */
 static int64_t first_nonfinite(const ts_tensor *t) {
     const uint8_t *p = t->data;
+    if (ts_dtype_block(t->dtype) > 1) { /* a block is finite when its F16 scale is */
+        size_t bs = ts_dtype_bytes(t->dtype, TS_QBLOCK);
+        for (int64_t b = 0; b < t->numel / TS_QBLOCK; b++) {
+            uint16_t h;
+            memcpy(&h, p + (size_t)b * bs, 2);
+            if ((h & 0x7c00) == 0x7c00) return b * TS_QBLOCK;
+        }
+        return -1;
+    }
     if (t->dtype == TS_DTYPE_F32) {
         for (int64_t i = 0; i < t->numel; i++) {
             uint32_t u;

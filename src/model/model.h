@@ -27,6 +27,10 @@ struct ts_model {
     const ts_tensor *lm_head;    /* (n_vocab, n_embd); == embed when tied */
     ts_layer_w *layers;
     uint64_t n_params; /* counted once, tied weights once */
+    /* A GGUF model: dir and config_path are the .gguf file itself; the parsed metadata stays
+     * for the tokenizer and chat template (its views point into store.maps[0]). NULL for a
+     * Hugging Face directory. */
+    struct ts_gguf *gguf;
 };
 
 const ts_config *ts_model_config(const ts_model *m);

@@ -74,7 +74,7 @@ static const uint16_t *mat(ts_cpu *c, const ts_tensor *t) {
     if (t->dtype == TS_DTYPE_BF16) { /* the copying baseline phase 4 measures against */
         copy_job j = {w, t->data, (size_t)t->numel * sizeof *w};
         ts_pool_run(c->pool, copy_part, &j);
-        if (c->release_source) release_pages(t->data, j.n);
+        if (c->release_source && !t->heap) release_pages(t->data, j.n);
         c->converted += (size_t)t->numel * sizeof *w;
         return w;
     }
@@ -237,8 +237,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     }
     {
         /* The oracle's frequency table: one definition of llama3 scaling for both targets. */
-        ts_ref_rope_freqs(c->inv_freq, hd, cf->rope_theta, cf->rope_llama3 ? cf->rope_factor : 0,
-                          cf->rope_low_freq_factor, cf->rope_high_freq_factor, cf->rope_orig_max_pos);
+        ts_ref_rope_freqs(c->inv_freq, cf);
     }
     *out = c;
     return TS_OK;

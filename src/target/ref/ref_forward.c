@@ -106,8 +106,7 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
         return ts_fail(err, TS_ERR_NOMEM, "ref session: cannot allocate a KV cache of %zu MiB",
                        2 * kv * sizeof(float) >> 20);
     }
-    ts_ref_rope_freqs(r->inv_freq, c->head_dim, c->rope_theta, c->rope_llama3 ? c->rope_factor : 0,
-                      c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_max_pos);
+    ts_ref_rope_freqs(r->inv_freq, c);
     *out = r;
     return TS_OK;
 }

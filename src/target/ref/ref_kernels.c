@@ -91,11 +91,14 @@ void ts_ref_embed(float *out, const ts_tensor *E, int id, int n_embd) {
     ts_dtype_to_f32(E->dtype, E->data, (size_t)id * (size_t)n_embd, (size_t)n_embd, out);
 }
 
-void ts_ref_rope_freqs(float *inv_freq, int head_dim, double theta, double factor, double low,
-                       double high, int orig_max_pos) {
+void ts_ref_rope_freqs(float *inv_freq, const ts_config *c) {
     const double pi = 3.14159265358979323846;
+    int head_dim = c->head_dim, orig_max_pos = c->rope_orig_max_pos;
+    double theta = c->rope_theta, factor = c->rope_llama3 ? c->rope_factor : 0, low = c->rope_low_freq_factor,
+           high = c->rope_high_freq_factor;
     for (int i = 0; i < head_dim / 2; i++) {
         double f = 1.0 / pow(theta, (double)(2 * i) / head_dim);
+        if (c->rope_freq_div) f /= c->rope_freq_div[i];
         if (factor > 0) {
             /* llama3: long wavelengths are slowed by `factor`, short ones kept, and the band
              * between is interpolated smoothly. */

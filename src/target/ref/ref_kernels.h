@@ -4,6 +4,7 @@
 #ifndef TS_TARGET_REF_KERNELS_H
 #define TS_TARGET_REF_KERNELS_H
 #include "io/safetensors.h"
+#include "model/config.h"
 
 /* out (n) = x (n) / rms(x) * w (n); w is a weight view of any dtype. out may alias x. */
 void ts_ref_rmsnorm(float *out, const float *x, const ts_tensor *w, int n, double eps);
@@ -28,9 +29,9 @@ void ts_ref_matmul_cols(float *out, const float *x, const ts_tensor *W, const ts
 /* Embedding lookup: out (n_embd) = row `id` of E. */
 void ts_ref_embed(float *out, const ts_tensor *E, int id, int n_embd);
 
-/* RoPE frequencies, llama3 scaling applied when factor > 0 (low/high/orig as in config). */
-void ts_ref_rope_freqs(float *inv_freq, int head_dim, double theta, double factor, double low,
-                       double high, int orig_max_pos);
+/* RoPE frequencies (head_dim / 2 of them) of a config: theta, then llama3 scaling from its
+ * parameters (HF config) or its per-frequency divisors (a GGUF's rope_freqs tensor). */
+void ts_ref_rope_freqs(float *inv_freq, const ts_config *c);
 /* Rotates each head of x (n_heads, head_dim) in place at position pos (half-split pairs
  * (i, i + head_dim/2), as HF's rotate_half). */
 void ts_ref_rope(float *x, int n_heads, int head_dim, int pos, const float *inv_freq);
