@@ -84,6 +84,26 @@ cat >"$cf/seed_qwen3_nulls.json" <<'EOF'
  "use_sliding_window": false, "vocab_size": 151936}
 EOF
 
+gg=$CORPUS/fuzz_gguf
+mkdir -p "$gg"
+# The real trained model's header (metadata, vocabulary, tensor table) and small whole files.
+head -c 16384 "$ROOT/tests/fixtures/shared/models/stories260K.gguf" >"$gg/seed_head_stories260K"
+for f in "$ROOT"/tests/fixtures/gguf/*.gguf; do
+    [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 131072 ] && cp "$f" "$gg/seed_$(basename "$f")"
+done
+# A tiny complete file: one F32 tensor and one Q8_0 tensor, one string and one array.
+python3 - "$gg/seed_tiny" <<'PY'
+import struct, sys
+def s(x): return struct.pack("<Q", len(x)) + x.encode()
+kv = s("general.architecture") + struct.pack("<I", 8) + s("llama")
+kv += s("tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, 2) + struct.pack("<ff", 0.5, -1)
+ti = s("a") + struct.pack("<IQIQ", 1, 2, 0, 0) + s("q") + struct.pack("<IQQIQ", 2, 32, 1, 8, 32)
+h = b"GGUF" + struct.pack("<IQQ", 3, 2, 2) + kv + ti
+h += b"\0" * (-len(h) % 32)
+data = struct.pack("<ff", 1, 2) + b"\0" * 24 + struct.pack("<e", 0.5) + bytes(range(32))
+open(sys.argv[1], "wb").write(h + data)
+PY
+
 # JSON tokens for libFuzzer's dictionary (standalone.c carries its own list).
 dict=$CORPUS/json.dict
 printf '%s\n' '"{"' '"}"' '"["' '"]"' '","' '":"' '"\""' '"null"' '"true"' '"false"' '"-1"' \
@@ -95,7 +115,7 @@ printf '%s\n' '"{"' '"}"' '"["' '"]"' '","' '":"' '"\""' '"null"' '"true"' '"fal
     '"\"LlamaForCausalLM\""' '"\"Qwen2ForCausalLM\""' '"\"Qwen3ForCausalLM\""' >"$dict"
 
 # ---- runs ----
-max_len_of() { case $1 in fuzz_safetensors) echo 131072 ;; *) echo 16384 ;; esac; }
+max_len_of() { case $1 in fuzz_safetensors | fuzz_gguf) echo 131072 ;; *) echo 16384 ;; esac; }
 
 failed=0
 summary=()
