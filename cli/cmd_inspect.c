@@ -4,12 +4,52 @@
 #include <string.h>
 
 #include "cli.h"
+#include "io/gguf.h"
 #include "model/memory.h"
 #include "model/model.h"
 #include "target/cpu/cpu_target.h"
 #include "target/ref/ref_mem.h"
 
-static const char *k_usage = "tessera inspect MODEL_DIR [--ctx N] [--all-tensors] [--json]";
+static const char *k_usage = "tessera inspect MODEL_DIR|FILE.gguf [--ctx N] [--all-tensors] [--json]";
+
+/* One metadata entry of a GGUF: scalars in full, strings up to a line, arrays as their type,
+ * length and first elements (a vocabulary has 10^5 of them). */
+static void print_kv(const ts_gguf_kv *kv) {
+    printf("  %-44s ", kv->key);
+    ts_gguf_type t = kv->type == TS_GGUF_ARRAY ? kv->arr_type : kv->type;
+    uint64_t n = kv->type == TS_GGUF_ARRAY ? kv->n : 1, show = n < 4 ? n : 4;
+    if (kv->type == TS_GGUF_ARRAY) printf("[%s x %llu] ", ts_gguf_type_name(t), (unsigned long long)n);
+    for (uint64_t i = 0; i < show; i++) {
+        if (i) printf(", ");
+        if (t == TS_GGUF_STRING) {
+            const char *str;
+            size_t len;
+            if (kv->type == TS_GGUF_ARRAY) ts_gguf_arr_str(kv, i, &str, &len);
+            else {
+                uint64_t l;
+                memcpy(&l, kv->val, 8);
+                str = (const char *)kv->val + 8, len = (size_t)l;
+            }
+            /* a chat template is kilobytes of lines: its first line, up to 60 bytes */
+            size_t k = len < 60 ? len : 60;
+            const char *nl = memchr(str, '\n', k);
+            if (nl) k = (size_t)(nl - str);
+            printf("\"%.*s\"", (int)k, str);
+            if (k < len) printf("... (%zu bytes)", len);
+        } else if (t == TS_GGUF_BOOL) {
+            printf("%s", kv->val[i] ? "true" : "false");
+        } else if (t == TS_GGUF_F32 || t == TS_GGUF_F64) {
+            ts_gguf_kv one = *kv;
+            one.arr_type = t;
+            printf("%g", ts_gguf_arr_num(&one, i));
+        } else {
+            ts_gguf_kv one = *kv;
+            one.arr_type = t;
+            printf("%lld", (long long)ts_gguf_arr_int(&one, i));
+        }
+    }
+    printf("%s\n", show < n ? ", ..." : "");
+}
 
 static void print_tensor(const ts_tensor *t) {
     char sh[96];
@@ -41,7 +81,7 @@ int cmd_inspect(int argc, char **argv) {
         } else if (argv[i][0] == '-' || dir) return cli_usage("inspect", k_usage, "unexpected argument");
         else dir = argv[i];
     }
-    if (!dir) return cli_usage("inspect", k_usage, "expects MODEL_DIR");
+    if (!dir) return cli_usage("inspect", k_usage, "expects MODEL_DIR or FILE.gguf");
     ts_error err;
     ts_model *m;
     ts_status s = ts_model_open(dir, &m, &err);
@@ -60,13 +100,13 @@ int cmd_inspect(int argc, char **argv) {
     char feat[256];
     ts_config_features(c, feat, sizeof feat);
     if (as_json) {
-        printf("{\"model\": \"%s\", \"architecture\": \"%s\", \"features\": \"%s\", \"n_params\": %llu, "
+        printf("{\"model\": \"%s\", \"format\": \"%s\", \"architecture\": \"%s\", \"features\": \"%s\", \"n_params\": %llu, "
                "\"n_tensors\": %d, \"weight_bytes\": %llu, \"hidden_size\": %d, \"intermediate_size\": %d, "
                "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
                "\"head_dim\": %d, \"vocab_size\": %d, \"max_position_embeddings\": %d, \"ctx\": %lld, "
                "\"kv_cache_bytes_f32\": %llu, \"scratch_bytes\": %llu, \"ref_total_bytes\": %llu, "
                "\"cpu_scratch_bytes\": %llu, \"cpu_weight_copy_bytes\": %llu, \"cpu_total_bytes\": %llu}\n",
-               dir, c->arch_name, feat, (unsigned long long)m->n_params, m->store.n_tensors,
+               dir, m->gguf ? "gguf" : "safetensors", c->arch_name, feat, (unsigned long long)m->n_params, m->store.n_tensors,
                (unsigned long long)wbytes, c->n_embd, c->n_ff, c->n_layers, c->n_heads, c->n_kv_heads,
                c->head_dim, c->n_vocab, c->max_pos, ctx, (unsigned long long)ref.kv, (unsigned long long)ref.scratch,
                (unsigned long long)ts_mem_private(&ref), (unsigned long long)cpu.scratch,
@@ -82,11 +122,20 @@ int cmd_inspect(int argc, char **argv) {
     if (c->rope_llama3)
         printf(", llama3 scaling (factor %g, low %g, high %g, original %d)", c->rope_factor,
                c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_max_pos);
+    if (c->rope_freq_div) printf(", per-frequency divisors from rope_freqs.weight (llama3 scaling as converted)");
     printf("\nrms_norm_eps  %g\ntokens        bos %d, eos", c->rms_eps, c->bos_id);
     for (int i = 0; i < c->n_eos; i++) printf(" %d", c->eos_ids[i]);
-    printf("\nweights       %d file%s%s, %s, %d tensors (BF16 %d, F16 %d, F32 %d)\n", m->store.n_maps,
-           m->store.n_maps > 1 ? "s" : "", m->store.sharded ? " (sharded)" : "", sz(wbytes, 0),
-           m->store.n_tensors, n_dt[TS_DTYPE_BF16], n_dt[TS_DTYPE_F16], n_dt[TS_DTYPE_F32]);
+    printf("\nweights       %d file%s%s, %s, %d tensors (", m->store.n_maps, m->store.n_maps > 1 ? "s" : "",
+           m->store.sharded ? " (sharded)" : "", sz(wbytes, 0), m->store.n_tensors);
+    for (int d = 0, first = 1; d < TS_DTYPE_COUNT; d++)
+        if (n_dt[d] || d <= TS_DTYPE_BF16) printf("%s%s %d", first ? "" : ", ", ts_dtype_name((ts_dtype)d), n_dt[d]), first = 0;
+    printf(")\n");
+    if (m->gguf) {
+        printf("gguf          version %u, %d metadata entries, alignment %u, data at byte %llu%s\n", m->gguf->version,
+               m->gguf->n_kv, m->gguf->alignment, (unsigned long long)m->gguf->data_offset,
+               c->arch == TS_ARCH_LLAMA ? "; Q/K rows un-permuted to HF order" : "");
+        for (int i = 0; i < m->gguf->n_kv; i++) print_kv(&m->gguf->kv[i]);
+    }
     printf("parameters    %llu (%.4g M%s)\n", (unsigned long long)m->n_params, (double)m->n_params / 1e6,
            c->tied ? ", tied embeddings counted once" : "");
     printf("tensors%s\n", all ? "" : " (layer 0 shown; every layer has the same; --all-tensors lists all)");

@@ -214,5 +214,6 @@ void ts_config_features(const ts_config *c, char *buf, size_t len) {
     ADD(c->tied ? ", tied embeddings" : ", untied lm_head");
     ADD(", rope theta %g", c->rope_theta);
     if (c->rope_llama3) ADD(" llama3 x%g", c->rope_factor);
+    if (c->rope_freq_div) ADD(" with rope_freqs");
 #undef ADD
 }
