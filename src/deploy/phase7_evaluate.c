@@ -58,12 +58,17 @@ static int check_kernels(ts_eval_checks *k, const json_t *man) {
 static void check_hashes(ts_eval_checks *k, const json_t *model, const char *dir) {
     char hex[65];
     ts_error e;
-    char *cfg = ts_path_join(dir, "config.json");
+    /* A GGUF deployment's model is one file: it is its own config, its directory holds it. */
+    int gguf = ts_file_exists(dir);
+    char *parent = strdup(dir), *slash = parent ? strrchr(parent, '/') : NULL;
+    if (slash) *slash = 0;
+    const char *wdir = !gguf ? dir : slash ? parent : ".";
+    char *cfg = gguf ? strdup(dir) : ts_path_join(dir, "config.json");
     const char *want = json_string_value(json_object_get(model, "config_sha256"));
     if (!want) ts_eval_note(k, 2, "manifest has no config_sha256");
     else if (ts_sha256_file(cfg, hex, &e)) ts_eval_note(k, 2, "%s", e.msg);
     else if (strcmp(hex, want)) ts_eval_note(k, 2, "%s changed since deployment: sha256 %.16s..., manifest says %.16s...", cfg, hex, want);
-    else ts_eval_note(k, 0, "config.json sha256 matches the manifest");
+    else ts_eval_note(k, 0, "%s sha256 matches the manifest", gguf ? "the GGUF file's" : "config.json");
     free(cfg);
     size_t i;
     json_t *w;
@@ -75,7 +80,7 @@ static void check_hashes(ts_eval_checks *k, const json_t *model, const char *dir
             ts_eval_note(k, 2, "manifest weights[%zu] is malformed", i);
             continue;
         }
-        char *p = ts_path_join(dir, file);
+        char *p = ts_path_join(wdir, file);
         if (ts_sha256_file(p, hex, &e)) ts_eval_note(k, 2, "%s", e.msg);
         else if (strcmp(hex, sha)) ts_eval_note(k, 2, "%s changed since deployment: sha256 %.16s..., manifest says %.16s...", p, hex, sha);
         else n++;
@@ -83,6 +88,7 @@ static void check_hashes(ts_eval_checks *k, const json_t *model, const char *dir
     }
     if (n && n == (int)i) ts_eval_note(k, 0, "%d weight file(s): sha256 match the manifest", n);
     else if (!i) ts_eval_note(k, 2, "manifest lists no weight files");
+    free(parent);
 }
 
 /* Greedy generation twice from fresh sessions of the deployed plan (its tiles and weight
