@@ -187,6 +187,7 @@ struct ts_tok {
     int add_space_prefix;
     int32_t unk;
     int32_t bos, eos;
+    int add_bos, add_eos; /* what the model asks for (GGUF add_bos_token / add_eos_token) */
 };
 
 /* Shared by both kinds (tok_core.c). */
