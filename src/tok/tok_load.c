@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/json.h"
 #include "io/mmap.h"
 #include "tok/tok_json.h"
@@ -824,7 +825,7 @@ ts_status tok_loader_init(tok_loader *L, const char *file, ts_error *err) {
     ts_tok *t = L->t = calloc(1, sizeof *t);
     if (!t) return tok_loader_nomem(L);
     t->kind = TOK_KIND_BPE;
-    t->bos = t->eos = t->unk = -1;
+    t->bos = t->eos = t->unk = t->pad = -1;
     return TS_OK;
 }
 
@@ -859,6 +860,7 @@ ts_status ts_tok_load(const char *path, ts_tok **out, ts_error *err) {
     struct stat st;
     *out = NULL;
     if (stat(path, &st) != 0) return ts_fail(err, TS_ERR_IO, "%s: no such file or directory", path);
+    if (!S_ISDIR(st.st_mode) && ts_gguf_is_file(path)) return tok_load_gguf(path, out, err);
     char *file = NULL, *dir = NULL;
     if (S_ISDIR(st.st_mode)) {
         file = ts_path_join(path, "tokenizer.json");

@@ -66,4 +66,7 @@ ts_status tok_merges_end(tok_loader *L, tok_merges *m, ts_status s);
  * config.json / tokenizer_config.json may supply BOS/EOS. */
 ts_status tok_loader_build(tok_loader *L, const char *dir);
 
+/* Opens a GGUF file and builds its tokenizer (tok_gguf.c; ts_tok_load's GGUF branch). */
+ts_status tok_load_gguf(const char *path, ts_tok **out, ts_error *err);
+
 #endif

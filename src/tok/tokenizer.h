@@ -55,6 +55,7 @@ void ts_tok_free(ts_tok *t);
 int ts_tok_n_vocab(const ts_tok *t);
 int32_t ts_tok_bos(const ts_tok *t); /* -1 when the tokenizer has none */
 int32_t ts_tok_eos(const ts_tok *t);
+int32_t ts_tok_pad(const ts_tok *t); /* GGUF tokenizer.ggml.padding_token_id, else -1 */
 /* Whether the model wants BOS prepended / EOS appended to a prompt: GGUF's
  * tokenizer.ggml.add_bos_token / add_eos_token (llama.cpp's defaults when absent); for a
  * tokenizer.json, add_bos is 1 when it names a BOS. ts_tok_encode adds BOS only when asked. */
