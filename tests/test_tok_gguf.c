@@ -142,6 +142,25 @@ static void test_spm(void) {
     ts_tok_free(t);
 }
 
+/* `tessera tokenize` takes the .gguf as PATH. */
+static void test_cli(void) {
+    char in[4200], cmd[16384], out[4096] = {0};
+    snprintf(in, sizeof in, "%s/in.txt", th_tmpdir("tok_gguf_cli"));
+    FILE *f = fopen(in, "wb");
+    if (f) {
+        fputs("Once upon a time, there was a little girl named Lily.", f);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' tokenize '%s' --ids --bos --file '%s'", th_bin(),
+             th_shared("models/stories260K.gguf"), in);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(out, 1, sizeof out - 1, p) : 0;
+    int rc = p ? pclose(p) : -1;
+    out[n] = 0;
+    CHECK(rc == 0 && !strcmp(out, "1 403 407 261 378 432 383 286 261 376 298 315 421 395 317 426\n"),
+          "tessera tokenize stories260K.gguf: rc %d, \"%s\"", rc, out);
+}
+
 /* ---- refusals ---- */
 
 /* A small gpt2 vocabulary ({"a", "b", "ab", "<s>"}, merge "a b") with some keys replaced. */
@@ -234,6 +253,7 @@ static void test_no_tokenizer(void) {
 
 int main(void) {
     test_spm();
+    test_cli();
     test_refusals();
     test_no_tokenizer();
 
