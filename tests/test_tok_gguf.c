@@ -205,6 +205,7 @@ static void refused(const bad_case *c) {
               (!c->n2 || strstr(err.msg, c->n2)),
           "%s: status %s, message \"%s\" (want \"%s\", \"%s\")", c->what, ts_status_name(s),
           err.msg, c->n1, c->n2 ? c->n2 : "");
+    printf("refused (%s): %s\n", c->what, err.msg);
     ts_tok_free(t);
 }
 
