@@ -1,5 +1,6 @@
 /* tessera tokenize PATH [--ids] [--bos] [--file F] | --bench --file F [--mb N]
- * Encodes text with a tokenizer.json (PATH: the file or a model directory holding it) and
+ * Encodes text with a tokenizer.json (PATH: the file or a model directory holding it) or a
+ * GGUF's vocabulary (PATH: the .gguf, recognized by its magic in ts_tok_load) and
  * prints one "id<TAB>"decoded text"" line per token, or the ids on one line. --bench times the
  * load and the encoding of a corpus (a JSON list of strings, or any text file). */
 #include <jansson.h>
@@ -200,11 +201,12 @@ int cmd_tokenize(int argc, char **argv) {
             mb = (double)v;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf(
-                "usage: %s\n\nPATH is a tokenizer.json or a model directory holding one. Text "
-                "comes from\n"
+                "usage: %s\n\nPATH is a tokenizer.json, a model directory holding one, or a GGUF\n"
+                "file (its tokenizer.ggml.* vocabulary). Text comes from\n"
                 "stdin or --file. Prints one line per token: id, a tab, the token's text quoted\n"
                 "with C escapes; --ids prints the ids on one line instead. --bos prepends the\n"
-                "BOS token (from the post-processor, config.json or tokenizer_config.json).\n"
+                "BOS token (from the post-processor, config.json or tokenizer_config.json;\n"
+                "a GGUF's tokenizer.ggml.bos_token_id).\n"
                 "--bench prints JSON: load time and encode throughput over CORPUS (a JSON list\n"
                 "of strings or a text file) repeated to about N MB (default 4).\n",
                 k_usage);

@@ -330,6 +330,9 @@ void ts_tok_free(ts_tok *t) {
 int ts_tok_n_vocab(const ts_tok *t) { return t->n_vocab; }
 int32_t ts_tok_bos(const ts_tok *t) { return t->bos; }
 int32_t ts_tok_eos(const ts_tok *t) { return t->eos; }
+int32_t ts_tok_pad(const ts_tok *t) { return t->pad; }
+int ts_tok_add_bos(const ts_tok *t) { return t->add_bos; }
+int ts_tok_add_eos(const ts_tok *t) { return t->add_eos; }
 
 int32_t ts_tok_token_id(const ts_tok *t, const char *s, size_t len) {
     return tok_strmap_get(&t->by_str, t->arena.p, s, len);

@@ -7,9 +7,11 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/json.h"
 #include "io/mmap.h"
 #include "tok/tok_json.h"
+#include "tok/tok_load.h"
 
 /* HF ByteLevel's pre-tokenization regex (GPT-2's), used when use_regex is true. */
 static const char k_gpt2_re[] =
@@ -28,35 +30,15 @@ static void byte_map(uint32_t cp_of[256], int16_t byte_of[324]) {
     }
 }
 
-typedef struct vocab_ent {
-    uint32_t off, len;
-    int64_t id;
-} vocab_ent;
-
-typedef struct loader {
-    ts_tok *t;
-    const char *file;
-    ts_error *err;
-    vocab_ent *ents;
-    size_t n_ents, cap_ents;
-    int vocab_mapped;                /* by_str holds the vocabulary */
-    const char *merges_b, *merges_e; /* span of model.merges when it came before model.vocab */
-    int merges_seen;
-    int32_t *trip; /* per merge: left, right, merged id */
-    size_t n_merges;
-    json_t *model;  /* model's other fields */
-    json_t *sec[5]; /* added_tokens, normalizer, pre_tokenizer, post_processor, decoder */
-} loader;
-
 static const char *k_sections[5] = {"added_tokens", "normalizer", "pre_tokenizer", "post_processor",
                                     "decoder"};
 
-static ts_status nomem(loader *L) {
+ts_status tok_loader_nomem(tok_loader *L) {
     return ts_fail(L->err, TS_ERR_NOMEM, "%s: out of memory", L->file);
 }
 
 /* jansson on one value's span; scalars too (model.type is a bare string). */
-static ts_status parse_span(loader *L, const char *a, const char *b, const char *key,
+static ts_status parse_span(tok_loader *L, const char *a, const char *b, const char *key,
                             json_t **out) {
     json_error_t je;
     *out = json_loadb(a, (size_t)(b - a), JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
@@ -67,73 +49,86 @@ static ts_status parse_span(loader *L, const char *a, const char *b, const char 
     return TS_OK;
 }
 
-static ts_status read_merges(loader *L, tok_jcur *c);
+static ts_status read_merges(tok_loader *L, tok_jcur *c);
 
 /* Hashes every vocabulary string first, then inserts with the slot of entry i + 16 already
  * on its way into the cache. */
-static ts_status map_vocab(loader *L) {
+ts_status tok_loader_map_vocab(tok_loader *L) {
     ts_tok *t = L->t;
     L->vocab_mapped = 1;
-    if (tok_strmap_init(&t->by_str, L->n_ents)) return nomem(L);
+    if (tok_strmap_init(&t->by_str, L->n_ents)) return tok_loader_nomem(L);
     uint32_t *h = malloc((L->n_ents + 1) * sizeof *h);
-    if (!h) return nomem(L);
+    if (!h) return tok_loader_nomem(L);
     for (size_t i = 0; i < L->n_ents; i++)
         h[i] = tok_hash(t->arena.p + L->ents[i].off, L->ents[i].len);
     for (size_t i = 0; i < L->n_ents; i++) {
         if (i + 16 < L->n_ents) tok_strmap_prefetch(&t->by_str, h[i + 16]);
-        const vocab_ent *e = &L->ents[i];
+        const tok_vocab_ent *e = &L->ents[i];
         int32_t got =
             tok_strmap_put_h(&t->by_str, t->arena.p, e->off, e->len, (int32_t)e->id, h[i]);
         if (got != (int32_t)e->id) {
             free(h);
-            return ts_fail(L->err, TS_ERR_FORMAT, "%s: model.vocab: token \"%.*s\" appears twice",
-                           L->file, (int)e->len, t->arena.p + e->off);
+            return ts_fail(L->err, TS_ERR_FORMAT, "%s: %s: token \"%.*s\" appears twice (ids %d and %lld)",
+                           L->file, L->vocab_key, (int)e->len, t->arena.p + e->off, got,
+                           (long long)e->id);
         }
     }
     free(h);
     return TS_OK;
 }
 
+/* Records the spelling the arena holds from `before` as token id. */
+static ts_status ent_push(tok_loader *L, size_t before, int64_t id) {
+    if (id < 0 || id >= (1 << 30))
+        return ts_fail(L->err, TS_ERR_FORMAT, "%s: %s: id %lld is out of range [0, 2^30)", L->file,
+                       L->vocab_key, (long long)id);
+    if (L->t->arena.len - before > UINT32_MAX / 2 || L->t->arena.len > UINT32_MAX / 2)
+        return ts_fail(L->err, TS_ERR_FORMAT, "%s: %s: too large", L->file, L->vocab_key);
+    if (L->n_ents == L->cap_ents) {
+        size_t cap = L->cap_ents ? L->cap_ents * 2 : 65536;
+        tok_vocab_ent *e = realloc(L->ents, cap * sizeof *e);
+        if (!e) return tok_loader_nomem(L);
+        L->ents = e;
+        L->cap_ents = cap;
+    }
+    tok_vocab_ent *e = &L->ents[L->n_ents++];
+    e->off = (uint32_t)before;
+    e->len = (uint32_t)(L->t->arena.len - before);
+    e->id = id;
+    return TS_OK;
+}
+
+ts_status tok_loader_vocab(tok_loader *L, const char *s, size_t len, int64_t id) {
+    size_t before = L->t->arena.len;
+    if (tok_buf_put(&L->t->arena, s, len)) return tok_loader_nomem(L);
+    return ent_push(L, before, id);
+}
+
 /* model.vocab: {"token": id, ...} into ents (strings into the arena). */
-static ts_status read_vocab(loader *L, tok_jcur *c) {
+static ts_status read_vocab(tok_loader *L, tok_jcur *c) {
     c->where = "model.vocab";
     if (L->vocab_mapped) return tok_json_fail(c, "one \"vocab\" field in \"model\"");
     if (!tok_json_eat(c, '{')) return tok_json_fail(c, "an object");
-    if (tok_json_eat(c, '}')) return map_vocab(L);
+    if (tok_json_eat(c, '}')) return tok_loader_map_vocab(L);
     for (;;) {
-        if (L->n_ents == L->cap_ents) {
-            size_t cap = L->cap_ents ? L->cap_ents * 2 : 65536;
-            vocab_ent *e = realloc(L->ents, cap * sizeof *e);
-            if (!e) return nomem(L);
-            L->ents = e;
-            L->cap_ents = cap;
-        }
-        vocab_ent *e = &L->ents[L->n_ents];
         size_t before = L->t->arena.len;
+        int64_t id;
         ts_status s = tok_json_string(c, &L->t->arena);
         if (s) return s;
         if (!tok_json_eat(c, ':')) return tok_json_fail(c, "':'");
-        if ((s = tok_json_int(c, &e->id))) return s;
-        if (e->id < 0 || e->id >= (1 << 30))
-            return ts_fail(L->err, TS_ERR_FORMAT,
-                           "%s: model.vocab: id %lld is out of range [0, 2^30)", L->file,
-                           (long long)e->id);
-        if (L->t->arena.len - before > UINT32_MAX / 2 || L->t->arena.len > UINT32_MAX / 2)
-            return ts_fail(L->err, TS_ERR_FORMAT, "%s: model.vocab: too large", L->file);
-        e->off = (uint32_t)before;
-        e->len = (uint32_t)(L->t->arena.len - before);
-        L->n_ents++;
-        if (tok_json_eat(c, '}')) return map_vocab(L);
+        if ((s = tok_json_int(c, &id))) return s;
+        if ((s = ent_push(L, before, id))) return s;
+        if (tok_json_eat(c, '}')) return tok_loader_map_vocab(L);
         if (!tok_json_eat(c, ',')) return tok_json_fail(c, "',' or '}'");
     }
 }
 
 /* The "model" object: vocab and merges read here (merges only located, for later, when they
  * come before the vocabulary), the other fields through jansson. */
-static ts_status read_model(loader *L, tok_jcur *c) {
+static ts_status read_model(tok_loader *L, tok_jcur *c) {
     if (!tok_json_eat(c, '{')) return tok_json_fail(c, "an object for \"model\"");
     L->model = json_object();
-    if (!L->model) return nomem(L);
+    if (!L->model) return tok_loader_nomem(L);
     if (tok_json_eat(c, '}')) return TS_OK;
     tok_buf key = {0};
     ts_status s = TS_OK;
@@ -182,7 +177,7 @@ static ts_status read_model(loader *L, tok_jcur *c) {
     return s;
 }
 
-static ts_status read_top(loader *L, const char *buf, size_t len) {
+static ts_status read_top(tok_loader *L, const char *buf, size_t len) {
     tok_jcur c = {.p = buf, .b = buf, .e = buf + len, .file = L->file, .err = L->err};
     if (!tok_json_eat(&c, '{')) return tok_json_fail(&c, "an object at the top");
     int have_model = 0;
@@ -235,7 +230,7 @@ static ts_status read_top(loader *L, const char *buf, size_t len) {
 
 /* ---- the small sections ---- */
 
-static ts_status check_model(loader *L) {
+static ts_status check_model(tok_loader *L) {
     ts_tok *t = L->t;
     const json_t *m = L->model;
     const char *type;
@@ -267,7 +262,7 @@ static ts_status check_model(loader *L) {
     return TS_OK;
 }
 
-static ts_status read_added(loader *L, int64_t *max_id) {
+static ts_status read_added(tok_loader *L, int64_t *max_id) {
     const json_t *a = L->sec[0];
     ts_tok *t = L->t;
     if (!a || json_is_null(a)) return TS_OK;
@@ -276,7 +271,7 @@ static ts_status read_added(loader *L, int64_t *max_id) {
                        L->file, ts_json_type_name(a));
     size_t n = json_array_size(a);
     t->added = calloc(n ? n : 1, sizeof *t->added);
-    if (!t->added) return nomem(L);
+    if (!t->added) return tok_loader_nomem(L);
     for (size_t i = 0; i < n; i++) {
         const json_t *o = json_array_get(a, i);
         char where[64];
@@ -300,7 +295,7 @@ static ts_status read_added(loader *L, int64_t *max_id) {
         ad->id = (int32_t)id;
         ad->off = (uint32_t)t->arena.len;
         ad->len = (uint32_t)len;
-        if (tok_buf_put(&t->arena, content, len)) return nomem(L);
+        if (tok_buf_put(&t->arena, content, len)) return tok_loader_nomem(L);
         ad->lstrip = (uint8_t)f[0];
         ad->rstrip = (uint8_t)f[1];
         ad->single_word = (uint8_t)f[2];
@@ -311,7 +306,7 @@ static ts_status read_added(loader *L, int64_t *max_id) {
     return TS_OK;
 }
 
-static ts_status read_norm(loader *L, const json_t *n, const char *where) {
+static ts_status read_norm(tok_loader *L, const json_t *n, const char *where) {
     ts_tok *t = L->t;
     if (!n || json_is_null(n)) return TS_OK;
     const char *type;
@@ -345,7 +340,7 @@ static ts_status read_norm(loader *L, const json_t *n, const char *where) {
                    where, type);
 }
 
-static ts_status read_pretok(loader *L, const json_t *p, const char *where) {
+static ts_status read_pretok(tok_loader *L, const json_t *p, const char *where) {
     ts_tok *t = L->t;
     if (!json_is_object(p))
         return ts_fail(L->err, TS_ERR_FORMAT, "%s is %s, expected an object", where,
@@ -501,7 +496,7 @@ static void dir_special(ts_tok *t, const char *dir, const char *which, int32_t *
 
 /* ---- building the tables ---- */
 
-static ts_status build_vocab(loader *L, int64_t max_id) {
+static ts_status build_vocab(tok_loader *L, int64_t max_id) {
     ts_tok *t = L->t;
     for (size_t i = 0; i < L->n_ents; i++)
         if (L->ents[i].id > max_id) max_id = L->ents[i].id;
@@ -510,22 +505,22 @@ static ts_status build_vocab(loader *L, int64_t max_id) {
     if (max_id >= 4 * n_tokens + 4096)
         return ts_fail(L->err, TS_ERR_FORMAT,
                        "%s: token id %lld is far beyond the %lld tokens the file "
-                       "defines (model.vocab and added_tokens)",
-                       L->file, (long long)max_id, (long long)n_tokens);
+                       "defines (%s and added tokens)",
+                       L->file, (long long)max_id, (long long)n_tokens, L->vocab_key);
     ts_status s = tok_alloc_ids(t, (int)(max_id + 1), L->err);
     if (s) return s;
-    if (tok_strmap_init(&t->by_bytes, L->n_ents)) return nomem(L);
+    if (tok_strmap_init(&t->by_bytes, L->n_ents)) return tok_loader_nomem(L);
     for (size_t i = 0; i < L->n_ents; i++) {
         int32_t id = (int32_t)L->ents[i].id;
         const char *str = t->arena.p + L->ents[i].off;
         if (t->flags[id] & TOK_F_PRESENT)
             return ts_fail(L->err, TS_ERR_FORMAT,
-                           "%s: model.vocab: id %d is given to both \"%.*s\" and \"%.*s\"", L->file,
-                           id, (int)t->str_len[id], t->arena.p + t->str_off[id],
+                           "%s: %s: id %d is given to both \"%.*s\" and \"%.*s\"", L->file,
+                           L->vocab_key, id, (int)t->str_len[id], t->arena.p + t->str_off[id],
                            (int)L->ents[i].len, str);
         if (tok_utf8_valid((const uint8_t *)str, L->ents[i].len) != L->ents[i].len)
-            return ts_fail(L->err, TS_ERR_FORMAT, "%s: model.vocab: token %d is not valid UTF-8",
-                           L->file, id);
+            return ts_fail(L->err, TS_ERR_FORMAT, "%s: %s: token %d is not valid UTF-8",
+                           L->file, L->vocab_key, id);
         t->str_off[id] = L->ents[i].off;
         t->str_len[id] = L->ents[i].len;
         t->flags[id] |= TOK_F_PRESENT;
@@ -533,15 +528,10 @@ static ts_status build_vocab(loader *L, int64_t max_id) {
     return TS_OK;
 }
 
-typedef struct merge_rec {
-    uint32_t off, split, len; /* in the scratch buffer: left = [off, off+split), right the rest */
-    uint32_t h[3];            /* hashes of left, right, merged */
-} merge_rec;
-
 /* Resolves rec[0..n) (merges base .. base+n) to ids in L->trip. The slots of merge i + 16 are
  * prefetched, then the key bytes of merge i + 8 once its slots are in: the ~1M lookups of a
  * large list are otherwise bound by cache misses. */
-static ts_status resolve_merges(loader *L, const merge_rec *rec, size_t n, const char *sb,
+static ts_status resolve_merges(tok_loader *L, const tok_merge_rec *rec, size_t n, const char *sb,
                                 size_t base) {
     ts_tok *t = L->t;
     for (size_t i = 0; i < n; i++) {
@@ -555,108 +545,126 @@ static ts_status resolve_merges(loader *L, const merge_rec *rec, size_t n, const
                 if (e->id >= 0) __builtin_prefetch(t->arena.p + e->off);
             }
 #endif
-        const merge_rec *m = &rec[i];
+        const tok_merge_rec *m = &rec[i];
         const char *p = sb + m->off;
         size_t lo[3] = {0, m->split, 0}, ln[3] = {m->split, m->len - m->split, m->len};
         for (int k = 0; k < 3; k++) {
             int32_t id = tok_strmap_get_h(&t->by_str, t->arena.p, p + lo[k], ln[k], m->h[k]);
             if (id < 0)
                 return ts_fail(L->err, TS_ERR_FORMAT,
-                               "%s: model.merges[%zu]: %s \"%.*s\" is not in model.vocab", L->file,
+                               "%s: %s[%zu]: %s \"%.*s\" is not in %s", L->file, L->merges_key,
                                base + i, k == 2 ? "the merged token" : "token", (int)ln[k],
-                               p + lo[k]);
+                               p + lo[k], L->vocab_key);
             L->trip[3 * (base + i) + (size_t)k] = id;
         }
     }
     return TS_OK;
 }
 
-/* model.merges: ["a b", ...] or [["a", "b"], ...]; rank = position in the list. Read in
- * chunks: each chunk's strings go to a small scratch buffer with their hashes, then are
- * resolved to ids, so the working set stays in cache whatever the list's length. */
-static ts_status read_merges(loader *L, tok_jcur *c) {
-    enum { CHUNK = 4096 };
-    tok_buf sb = {0};
-    merge_rec *rec = malloc(CHUNK * sizeof *rec);
-    size_t n = 0, cap = 0, k = 0; /* merges so far, trip capacity, in this chunk */
-    ts_status s = rec ? TS_OK : nomem(L);
+/* Merges are read in chunks: each chunk's strings go to a small scratch buffer with their
+ * hashes, then are resolved to ids, so the working set stays in cache whatever the list's
+ * length. */
+enum { MERGE_CHUNK = 4096 };
+
+ts_status tok_merges_begin(tok_loader *L, tok_merges *m) {
+    memset(m, 0, sizeof *m);
+    m->rec = malloc(MERGE_CHUNK * sizeof *m->rec);
+    return m->rec ? TS_OK : tok_loader_nomem(L);
+}
+
+static ts_status merges_flush(tok_loader *L, tok_merges *m) {
+    if (!m->k) return TS_OK;
+    if (m->n + m->k > (size_t)INT32_MAX / 4)
+        return ts_fail(L->err, TS_ERR_FORMAT, "%s: %s: too many", L->file, L->merges_key);
+    if (m->n + m->k > m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 262144;
+        int32_t *tr = realloc(L->trip, cap * 3 * sizeof *tr);
+        if (!tr) return tok_loader_nomem(L);
+        L->trip = tr;
+        m->cap = cap;
+    }
+    ts_status s = resolve_merges(L, m->rec, m->k, m->sb.p, m->n);
+    if (s) return s;
+    m->n += m->k;
+    m->k = 0;
+    m->sb.len = 0;
+    return TS_OK;
+}
+
+ts_status tok_merges_add(tok_loader *L, tok_merges *m, size_t off, size_t split) {
+    if (m->sb.len > UINT32_MAX / 2)
+        return ts_fail(L->err, TS_ERR_FORMAT, "%s: %s: a merge is too long", L->file,
+                       L->merges_key);
+    tok_merge_rec *r = &m->rec[m->k++];
+    r->off = (uint32_t)off;
+    r->split = (uint32_t)split;
+    r->len = (uint32_t)(m->sb.len - off);
+    const char *p = m->sb.p + off;
+    r->h[0] = tok_hash(p, r->split);
+    r->h[1] = tok_hash(p + r->split, r->len - r->split);
+    r->h[2] = tok_hash(p, r->len);
+    return m->k == MERGE_CHUNK ? merges_flush(L, m) : TS_OK;
+}
+
+ts_status tok_merges_add_spaced(tok_loader *L, tok_merges *m, size_t off) {
+    /* exactly one space, as HF requires */
+    char *p = m->sb.p + off, *sp = memchr(p, ' ', m->sb.len - off);
+    if (!sp || memchr(sp + 1, ' ', m->sb.len - off - (size_t)(sp - p) - 1))
+        return ts_fail(L->err, TS_ERR_FORMAT,
+                       "%s: %s[%zu] is \"%s\", expected two tokens separated by one space",
+                       L->file, L->merges_key, m->n + m->k, p);
+    size_t split = (size_t)(sp - p);
+    memmove(sp, sp + 1, m->sb.len - off - split - 1);
+    m->sb.len--;
+    return tok_merges_add(L, m, off, split);
+}
+
+ts_status tok_merges_end(tok_loader *L, tok_merges *m, ts_status s) {
+    if (!s) s = merges_flush(L, m);
+    L->n_merges = m->n;
+    free(m->rec);
+    tok_buf_free(&m->sb);
+    memset(m, 0, sizeof *m);
+    return s;
+}
+
+/* model.merges: ["a b", ...] or [["a", "b"], ...]; rank = position in the list. */
+static ts_status read_merges(tok_loader *L, tok_jcur *c) {
+    tok_merges m;
+    ts_status s = tok_merges_begin(L, &m);
     c->where = "model.merges";
     if (!s && !tok_json_eat(c, '[')) s = tok_json_fail(c, "an array");
     int done = !s && tok_json_eat(c, ']');
     while (!s && !done) {
-        merge_rec *m = &rec[k];
-        size_t off = sb.len;
+        size_t off = m.sb.len;
         if (tok_json_eat(c, '[')) { /* ["a", "b"] */
-            if ((s = tok_json_string(c, &sb))) break;
+            if ((s = tok_json_string(c, &m.sb))) break;
             if (!tok_json_eat(c, ',')) {
                 s = tok_json_fail(c, "',' between the two tokens of a merge");
                 break;
             }
-            m->split = (uint32_t)(sb.len - off);
-            if ((s = tok_json_string(c, &sb))) break;
+            size_t split = m.sb.len - off;
+            if ((s = tok_json_string(c, &m.sb))) break;
             if (!tok_json_eat(c, ']')) {
                 s = tok_json_fail(c, "']' after the two tokens of a merge");
                 break;
             }
-        } else { /* "a b": exactly one space, as HF requires */
-            if ((s = tok_json_string(c, &sb))) break;
-            char *p = sb.p + off, *sp = memchr(p, ' ', sb.len - off);
-            if (!sp || memchr(sp + 1, ' ', sb.len - off - (size_t)(sp - p) - 1)) {
-                s = ts_fail(L->err, TS_ERR_FORMAT,
-                            "%s: model.merges[%zu] is \"%s\", expected two tokens "
-                            "separated by one space",
-                            L->file, n + k, p);
-                break;
-            }
-            m->split = (uint32_t)(sp - p);
-            memmove(sp, sp + 1, sb.len - off - m->split - 1);
-            sb.len--;
+            s = tok_merges_add(L, &m, off, split);
+        } else { /* "a b" */
+            if ((s = tok_json_string(c, &m.sb))) break;
+            s = tok_merges_add_spaced(L, &m, off);
         }
-        if (sb.len > UINT32_MAX / 2) {
-            s = ts_fail(L->err, TS_ERR_FORMAT, "%s: model.merges: a merge is too long", L->file);
-            break;
-        }
-        m->off = (uint32_t)off;
-        m->len = (uint32_t)(sb.len - off);
-        const char *p = sb.p + off;
-        m->h[0] = tok_hash(p, m->split);
-        m->h[1] = tok_hash(p + m->split, m->len - m->split);
-        m->h[2] = tok_hash(p, m->len);
-        k++;
+        if (s) break;
         if (tok_json_eat(c, ']'))
             done = 1;
-        else if (!tok_json_eat(c, ',')) {
+        else if (!tok_json_eat(c, ','))
             s = tok_json_fail(c, "',' or ']'");
-            break;
-        }
-        if (k == CHUNK || done) {
-            if (n + k > (size_t)INT32_MAX / 4) {
-                s = ts_fail(L->err, TS_ERR_FORMAT, "%s: model.merges: too many", L->file);
-                break;
-            }
-            if (n + k > cap) {
-                cap = cap ? cap * 2 : 262144;
-                int32_t *tr = realloc(L->trip, cap * 3 * sizeof *tr);
-                if (!tr) {
-                    s = nomem(L);
-                    break;
-                }
-                L->trip = tr;
-            }
-            if ((s = resolve_merges(L, rec, k, sb.p, n))) break;
-            n += k;
-            k = 0;
-            sb.len = 0;
-        }
     }
-    L->n_merges = n;
-    free(rec);
-    tok_buf_free(&sb);
-    return s;
+    return tok_merges_end(L, &m, s);
 }
 
 /* A later entry for the same pair replaces an earlier one, as in HF's map. */
-static ts_status build_merges(loader *L) {
+static ts_status build_merges(tok_loader *L) {
     ts_tok *t = L->t;
     if (L->merges_b) { /* merges came before the vocabulary */
         tok_jcur c = {
@@ -664,7 +672,7 @@ static ts_status build_merges(loader *L) {
         ts_status s = read_merges(L, &c);
         if (s) return s;
     }
-    if (tok_pairmap_init(&t->merges, L->n_merges + 1)) return nomem(L);
+    if (tok_pairmap_init(&t->merges, L->n_merges + 1)) return tok_loader_nomem(L);
     const int32_t *r = L->trip;
     for (size_t i = 0; i < L->n_merges; i++) {
 #if defined(__GNUC__)
@@ -679,7 +687,7 @@ static ts_status build_merges(loader *L) {
 
 /* Spelling -> bytes for every id. All-mapped spellings undo the byte-level map (HF's ByteLevel
  * decoder); others, e.g. added tokens with raw newlines, decode to their own UTF-8. */
-static ts_status build_bytes(loader *L) {
+static ts_status build_bytes(tok_loader *L) {
     ts_tok *t = L->t;
     uint32_t cp_of[256];
     int16_t byte_of[324];
@@ -692,7 +700,7 @@ static ts_status build_bytes(loader *L) {
     if (!h || !tmp) {
         free(h);
         free(tmp);
-        return nomem(L);
+        return tok_loader_nomem(L);
     }
     for (int id = 0; id < t->n_vocab; id++) {
         h[id] = 0;
@@ -714,7 +722,7 @@ static ts_status build_bytes(loader *L) {
             if (tok_buf_put(&t->arena, tmp, k)) {
                 free(h);
                 free(tmp);
-                return nomem(L);
+                return tok_loader_nomem(L);
             }
             /* only the model's own tokens are whole-word candidates (ignore_merges) */
             if (!(t->flags[id] & TOK_F_ADDED)) {
@@ -744,23 +752,19 @@ static ts_status build_bytes(loader *L) {
     return TS_OK;
 }
 
-static ts_status load(loader *L, const char *buf, size_t len, const char *dir) {
+ts_status tok_loader_build(tok_loader *L, const char *dir) {
     ts_tok *t = L->t;
-    /* the strings are about a fifth of the file: one allocation instead of a dozen copies */
-    if (tok_buf_reserve(&t->arena, len / 5)) return nomem(L);
-    ts_status s = read_top(L, buf, len);
-    if (!s) s = check_model(L);
+    ts_status s = check_model(L);
     if (s) return s;
     int64_t max_id = -1;
     if ((s = read_added(L, &max_id))) return s;
     if (!L->n_ents)
         return ts_fail(L->err, TS_ERR_FORMAT,
-                       "%s: field \"model.vocab\" is missing or empty, expected "
-                       "an object of token -> id",
-                       L->file);
+                       "%s: %s is missing or empty, expected the vocabulary", L->file,
+                       L->vocab_key);
     if ((s = build_vocab(L, max_id))) return s;
     if ((s = build_merges(L))) return s;
-    if (tok_strmap_reserve(&t->by_str, (size_t)t->n_added)) return nomem(L);
+    if (tok_strmap_reserve(&t->by_str, (size_t)t->n_added)) return tok_loader_nomem(L);
     for (int i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
         /* The added token's spelling wins for its id, as in HF's id_to_token. */
@@ -792,7 +796,7 @@ static ts_status load(loader *L, const char *buf, size_t len, const char *dir) {
         }
     }
     if ((s = build_bytes(L))) return s;
-    if (!(t->cache = tok_cache_new())) return nomem(L);
+    if (!(t->cache = tok_cache_new())) return tok_loader_nomem(L);
     json_int_t bos = template_bos(L->sec[3]);
     if (bos < -1 || bos >= t->n_vocab) {
         s = ts_fail(L->err, TS_ERR_FORMAT,
@@ -803,38 +807,60 @@ static ts_status load(loader *L, const char *buf, size_t len, const char *dir) {
     t->bos = (int32_t)bos;
     dir_special(t, dir, "bos", &t->bos);
     dir_special(t, dir, "eos", &t->eos);
+    /* tokenizer.json has no add_bos flag of its own: a BOS it names is meant to be prepended
+     * (HF's template does; Llama-3's tokenizer_config.json asks for it) */
+    t->add_bos = t->bos >= 0;
     return TS_OK;
 where:
     ts_error_prefix(L->err, "%s", L->file);
     return s;
 }
 
+ts_status tok_loader_init(tok_loader *L, const char *file, ts_error *err) {
+    memset(L, 0, sizeof *L);
+    L->file = file;
+    L->err = err;
+    L->vocab_key = "model.vocab";
+    L->merges_key = "model.merges";
+    ts_tok *t = L->t = calloc(1, sizeof *t);
+    if (!t) return tok_loader_nomem(L);
+    t->kind = TOK_KIND_BPE;
+    t->bos = t->eos = t->unk = t->pad = -1;
+    return TS_OK;
+}
+
+void tok_loader_free(tok_loader *L) {
+    free(L->ents);
+    free(L->trip);
+    json_decref(L->model);
+    for (int i = 0; i < 5; i++)
+        json_decref(L->sec[i]);
+    ts_tok_free(L->t);
+    memset(L, 0, sizeof *L);
+}
+
 ts_status ts_tok_load_json(const char *buf, size_t len, const char *what, const char *dir,
                            ts_tok **out, ts_error *err) {
     *out = NULL;
-    ts_tok *t = calloc(1, sizeof *t);
-    if (!t) return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory", what);
-    t->kind = TOK_KIND_BPE;
-    t->bos = t->eos = t->unk = -1;
-    loader L = {.t = t, .file = what, .err = err};
-    ts_status s = load(&L, buf, len, dir);
-    free(L.ents);
-    free(L.trip);
-    json_decref(L.model);
-    for (int i = 0; i < 5; i++)
-        json_decref(L.sec[i]);
-    if (s) {
-        ts_tok_free(t);
-        return s;
+    tok_loader L;
+    ts_status s = tok_loader_init(&L, what, err);
+    /* the strings are about a fifth of the file: one allocation instead of a dozen copies */
+    if (!s && tok_buf_reserve(&L.t->arena, len / 5)) s = tok_loader_nomem(&L);
+    if (!s) s = read_top(&L, buf, len);
+    if (!s) s = tok_loader_build(&L, dir);
+    if (!s) {
+        *out = L.t;
+        L.t = NULL;
     }
-    *out = t;
-    return TS_OK;
+    tok_loader_free(&L);
+    return s;
 }
 
 ts_status ts_tok_load(const char *path, ts_tok **out, ts_error *err) {
     struct stat st;
     *out = NULL;
     if (stat(path, &st) != 0) return ts_fail(err, TS_ERR_IO, "%s: no such file or directory", path);
+    if (!S_ISDIR(st.st_mode) && ts_gguf_is_file(path)) return tok_load_gguf(path, out, err);
     char *file = NULL, *dir = NULL;
     if (S_ISDIR(st.st_mode)) {
         file = ts_path_join(path, "tokenizer.json");

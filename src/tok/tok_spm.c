@@ -41,6 +41,9 @@ ts_status ts_tok_spm_new(const ts_tok_spm_params *p, ts_tok **out, ts_error *err
     t->eos = p->eos;
     t->unk = p->unk;
     t->add_space_prefix = p->add_space_prefix;
+    t->pad = -1;
+    t->add_bos = p->add_bos;
+    t->add_eos = p->add_eos;
     ts_status s = tok_alloc_ids(t, p->n_vocab, err);
     size_t n = (size_t)p->n_vocab;
     if (!s && (!(t->scores = malloc(n * sizeof *t->scores)) ||

@@ -11,13 +11,21 @@
 
 typedef struct ts_tok ts_tok;
 
-/* path: a tokenizer.json file, or a directory holding one. In a directory, config.json's
+/* path: a tokenizer.json file, a GGUF file (detected by its magic; see ts_tok_from_gguf),
+ * or a directory holding a tokenizer.json. In a directory, config.json's
  * bos/eos_token_id and tokenizer_config.json's bos/eos_token are read when the tokenizer
  * itself names none. */
 ts_status ts_tok_load(const char *path, ts_tok **out, ts_error *err);
 /* Same from a buffer; `what` names the source in messages. dir may be NULL. */
 ts_status ts_tok_load_json(const char *buf, size_t len, const char *what, const char *dir,
                            ts_tok **out, ts_error *err);
+
+/* From a parsed GGUF's tokenizer.ggml.* keys (io/gguf.h): model "llama" (SentencePiece
+ * BPE) or "gpt2" (byte-level BPE, the same tables tokenizer.json gives, pre-tokenizer chosen
+ * by tokenizer.ggml.pre). Copies what it needs: g may be closed afterwards. Other models or
+ * missing keys: an error naming the file and the key (docs/tokenizer.md lists what is read). */
+struct ts_gguf;
+ts_status ts_tok_from_gguf(const struct ts_gguf *g, ts_tok **out, ts_error *err);
 
 /* SentencePiece token types, numbered as in GGUF tokenizer.ggml.token_type. */
 enum {
@@ -36,6 +44,7 @@ typedef struct ts_tok_spm_params {
     const int32_t *types;      /* n_vocab TS_TOK_TYPE_*; NULL: all normal */
     int32_t bos, eos, unk;     /* -1 when absent */
     int add_space_prefix;      /* prepend "▁" to the text (SentencePiece's dummy prefix) */
+    int add_bos, add_eos;      /* reported by ts_tok_add_bos/eos; encode does not read them */
 } ts_tok_spm_params;
 
 /* Copies everything it needs from p. */
@@ -46,6 +55,12 @@ void ts_tok_free(ts_tok *t);
 int ts_tok_n_vocab(const ts_tok *t);
 int32_t ts_tok_bos(const ts_tok *t); /* -1 when the tokenizer has none */
 int32_t ts_tok_eos(const ts_tok *t);
+int32_t ts_tok_pad(const ts_tok *t); /* GGUF tokenizer.ggml.padding_token_id, else -1 */
+/* Whether the model wants BOS prepended / EOS appended to a prompt: GGUF's
+ * tokenizer.ggml.add_bos_token / add_eos_token (llama.cpp's defaults when absent); for a
+ * tokenizer.json, add_bos is 1 when it names a BOS. ts_tok_encode adds BOS only when asked. */
+int ts_tok_add_bos(const ts_tok *t);
+int ts_tok_add_eos(const ts_tok *t);
 /* Id of a token by its vocabulary spelling ("Ġthe", "<|im_end|>", "▁the"), or -1. */
 int32_t ts_tok_token_id(const ts_tok *t, const char *s, size_t len);
 /* Vocabulary spelling of id (borrowed, not NUL-terminated in general: use *len), or NULL. */
