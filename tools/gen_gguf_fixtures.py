@@ -168,7 +168,7 @@ def fixture_specs():
                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                  max_position_embeddings=256, rope_theta=10000.0, rms_norm_eps=1e-5,
                  tie_word_embeddings=False, bos_token_id=1, eos_token_id=2)),
-        dict(name="qwen2", tok="bpe", seed=4243, quants=(), outtypes=("f32", "bf16", "f16"),
+        dict(name="qwen2", tok="bpe", seed=4243, quants=(), outtypes=("bf16", "f16"),
              config=Qwen2Config(
                  vocab_size=320, hidden_size=32, intermediate_size=64,   # 16 padding rows
                  num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
@@ -506,8 +506,12 @@ def build_fixture(spec, args, manifest):
                  seed=spec["seed"], gguf={}, commands=[])
     me = os.path.abspath(__file__)
     pre = "-" if spec["tok"] == "spm" else "qwen2"
-    for outtype in spec["outtypes"]:
-        out = os.path.join(fdir, f"{name}-{outtype}.gguf")
+    # An f32 conversion is always made (it is checked against the HF tensors and is the input of
+    # llama-quantize); it is kept in the fixtures only when "f32" is in outtypes.
+    outtypes = ("f32",) + tuple(t for t in spec["outtypes"] if t != "f32")
+    for outtype in outtypes:
+        keep = outtype in spec["outtypes"]
+        out = os.path.join(fdir if keep else args.work, f"{name}-{outtype}.gguf")
         cmd = [sys.executable, me, "--convert-wrapper", args.llama_cpp, pre, hf_dir,
                "--outtype", outtype, "--outfile", out, "--model-name", f"tessera-tiny-{name}"]
         run(cmd, env=dict(os.environ, PYTHONPATH=os.path.join(args.llama_cpp, "gguf-py")),
@@ -517,8 +521,9 @@ def build_fixture(spec, args, manifest):
                                            f"{name}/hf", "--outtype", outtype, "--outfile",
                                            f"{name}/{name}-{outtype}.gguf", "--model-name",
                                            f"tessera-tiny-{name}"]))
-        entry["gguf"][os.path.basename(out)] = dict(outtype=outtype, types=tensor_types(out))
-    f32 = os.path.join(fdir, f"{name}-f32.gguf")
+        if keep:
+            entry["gguf"][os.path.basename(out)] = dict(outtype=outtype, types=tensor_types(out))
+    f32 = os.path.join(fdir if "f32" in spec["outtypes"] else args.work, f"{name}-f32.gguf")
     entry["hf_to_gguf"] = check_f32_gguf(f32, hf_dir, cfg, name)
 
     if spec["quants"]:
@@ -533,11 +538,13 @@ def build_fixture(spec, args, manifest):
         entry["gguf"][os.path.basename(out)] = dict(outtype=q, types=types, dequant=files)
 
     # Tokenizer cases.
+    tok_gguf_rel = f"{name}/{name}-{spec['outtypes'][0]}.gguf"
+    tok_gguf = os.path.join(args.out, tok_gguf_rel)
     texts = TOKENIZER_CASES + SPECIAL_CASES["llama" if spec["tok"] == "spm" else "qwen"]
     cases, auto_cls = hf_ids(hf_dir, texts)
     for c in cases:
-        c["ids_llamacpp"] = llamacpp_ids(args.llama_bin, f32, c["text"], True)
-        c["ids_llamacpp_no_parse_special"] = llamacpp_ids(args.llama_bin, f32, c["text"], False)
+        c["ids_llamacpp"] = llamacpp_ids(args.llama_bin, tok_gguf, c["text"], True)
+        c["ids_llamacpp_no_parse_special"] = llamacpp_ids(args.llama_bin, tok_gguf, c["text"], False)
     if spec["tok"] == "spm":
         import sentencepiece as spm
         sp = spm.SentencePieceProcessor(model_file=os.path.join(hf_dir, "tokenizer.model"))
@@ -548,7 +555,7 @@ def build_fixture(spec, args, manifest):
                              if c[k] == c["ids_tokenizer_json"]})
     with open(os.path.join(fdir, "tokenizer_cases.json"), "w", encoding="utf-8") as f:
         json.dump(dict(tokenizer=f"{name}/hf/tokenizer.json", transformers_class=auto_cls,
-                       add_special_tokens=False, llamacpp_gguf=f"{name}/{name}-f32.gguf",
+                       add_special_tokens=False, llamacpp_gguf=tok_gguf_rel,
                        llamacpp_command="llama-tokenize -m GGUF --ids --no-bos --log-disable -p TEXT"
                                         " [--no-parse-special]",
                        cases=cases), f, ensure_ascii=False, indent=1)
@@ -610,6 +617,29 @@ def build_vocab_ggufs(args, manifest):
         else:
             info["committed"] = None
             info["left_in"] = args.vocab_out
+        # Tokenizer cases on the real vocabulary: tokenizer.json (tokenizers) vs llama.cpp.
+        from tokenizers import Tokenizer
+        raw = Tokenizer.from_file(os.path.join(src, "tokenizer.json"))
+        specials = (["<|begin_of_text|>Hi<|eot_id|>", "<|start_header_id|>user<|end_header_id|>\n\nHi"]
+                    if name == "llama3" else SPECIAL_CASES["qwen"])
+        cases = []
+        for t in TOKENIZER_CASES + specials:
+            c = dict(text=t, ids_tokenizer_json=raw.encode(t, add_special_tokens=False).ids,
+                     ids_llamacpp=llamacpp_ids(args.llama_bin, out, t, True))
+            c["agree"] = c["ids_llamacpp"] == c["ids_tokenizer_json"]
+            cases.append(c)
+        os.makedirs(os.path.join(args.out, "vocab"), exist_ok=True)
+        with open(os.path.join(args.out, "vocab", f"{name}_tokenizer_cases.json"), "w",
+                  encoding="utf-8") as f:
+            json.dump(dict(tokenizer=f"tests/fixtures/shared/tokenizers/{name}.tar.xz "
+                                     f"({name}/tokenizer.json)",
+                           gguf=f"vocab/{name}-vocab.gguf.xz", add_special_tokens=False,
+                           llamacpp_command="llama-tokenize -m GGUF --ids --no-bos --log-disable -p TEXT",
+                           cases=cases), f, ensure_ascii=False, indent=1)
+            f.write("\n")
+        info["tokenizer_cases"] = f"vocab/{name}_tokenizer_cases.json"
+        info["tokenizer_cases_agree"] = sum(c["agree"] for c in cases)
+        info["tokenizer_cases_total"] = len(cases)
         res[name] = info
     manifest["vocab_only"] = res
 
