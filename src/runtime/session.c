@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "core/error.h"
+#include "io/gguf.h"
 #include "io/mmap.h"
 #include "model/memory.h"
 
@@ -82,6 +83,34 @@ static int exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
+/* NUL-terminated copy of a token's spelling (a template's bos_token / eos_token), or NULL. */
+static char *token_copy(const ts_tok *t, int32_t id) {
+    size_t n;
+    const char *p = id >= 0 ? ts_tok_token_str(t, id, &n) : NULL;
+    return p ? strndup(p, n) : NULL;
+}
+
+/* The GGUF's tokenizer.chat_template, with the tokenizer's bos/eos spellings, as
+ * tokenizer_config.json would give them; ChatML only when the vocabulary has its tokens. */
+static ts_status gguf_template(ts_session *s, ts_error *err) {
+    const char *t;
+    size_t n;
+    ts_status st = ts_gguf_get_str(s->m->gguf, "tokenizer.chat_template", 0, &t, &n, err);
+    if (st) return st;
+    int has_im_start = ts_tok_token_id(s->tok, "<|im_start|>", 12) >= 0;
+    if (!t && !has_im_start)
+        return ts_fail(err, TS_ERR_FORMAT, "%s: no chat template (metadata \"tokenizer.chat_template\"), and the "
+                       "tokenizer has no <|im_start|> token to fall back to ChatML", s->m->dir);
+    char *tmpl = t ? strndup(t, n) : NULL, *bos = token_copy(s->tok, ts_tok_bos(s->tok)),
+         *eos = token_copy(s->tok, ts_tok_eos(s->tok));
+    if (t && !tmpl) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    else st = ts_chat_template_new(tmpl, bos, eos, has_im_start, s->m->dir, &s->tmpl, err);
+    free(tmpl);
+    free(bos);
+    free(eos);
+    return st;
+}
+
 ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_fn on_text,
                           void *user, ts_session **out, ts_error *err) {
     *out = NULL;
@@ -105,17 +134,21 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
         else snprintf(tokdir, sizeof tokdir, ".");
     }
     ts_status st = ts_model_open(o->model_dir, &s->m, err);
-    if (!st && !exists(path))
+    /* A GGUF carries its tokenizer and chat template; --tokenizer still overrides. */
+    int from_gguf = !st && s->m->gguf && !o->tokenizer;
+    if (from_gguf) st = ts_tok_from_gguf(s->m->gguf, &s->tok, err);
+    else if (!st && !exists(path))
         st = ts_fail(err, TS_ERR_IO,
                      o->tokenizer ? "%s: no such tokenizer file"
                                   : "%s: no tokenizer (a synth model has none: pass --tokenizer PATH, "
                                     "or synth it with --tokenizer DIR)", path);
     /* Loading the directory (not the file) lets the tokenizer read eos/bos from
      * tokenizer_config.json and config.json next to it. */
-    if (!st) st = ts_tok_load(is_dir(tp) ? tp : path, &s->tok, err);
+    if (!st && !from_gguf) st = ts_tok_load(is_dir(tp) ? tp : path, &s->tok, err);
     /* Reserved once so that streaming a reply normally never reallocates. */
     if (!st && tb_put(&s->reply, "", 0)) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-    if (!st && need_template) {
+    if (!st && need_template && from_gguf) st = gguf_template(s, err);
+    else if (!st && need_template) {
         snprintf(path, sizeof path, "%s/tokenizer_config.json", tokdir);
         st = ts_chat_template_load(path, s->tok, &s->tmpl, err);
     }
@@ -231,7 +264,7 @@ ts_status ts_session_complete(ts_session *s, const char *prompt, ts_gen_result *
     ts_gen_reset(s->gen);
     s->pending = -1;
     s->kv_text.len = 0;
-    ts_status st = ts_tok_encode(s->tok, prompt, strlen(prompt), ts_tok_bos(s->tok) >= 0, &ids, &n, err);
+    ts_status st = ts_tok_encode(s->tok, prompt, strlen(prompt), ts_tok_add_bos(s->tok), &ids, &n, err);
     if (!st && n == 0) st = ts_fail(err, TS_ERR_ARG, "the prompt encodes to no tokens");
     if (!st) st = run_tokens(s, ids, n, res, err);
     free(ids);
