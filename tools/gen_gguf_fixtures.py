@@ -42,7 +42,9 @@ Pre-tokenizer detection. convert_hf_to_gguf.py names a BPE pre-tokenizer
 knows the hashes of real published vocabularies. Our tiny qwen vocab has the Qwen2 pre-tokenizer
 but an unknown hash, so the converter is run through `--convert-wrapper` (this same file), which
 replaces TextModel.get_vocab_base_pre with a function returning "qwen2" before calling the
-converter's main(). The real-vocabulary conversions (--vocab-only) run the converter unpatched.
+converter's main(). The wrapper also lifts "rope_theta" out of transformers 5's
+"rope_parameters" (the converter reads only the top-level key and would write no
+rope.freq_base). The real-vocabulary conversions (--vocab-only) need neither patch.
 
 The output is deterministic for fixed package versions (recorded in manifest.json).
 """
@@ -82,6 +84,19 @@ def convert_wrapper(argv):
         def forced_pre(self, tokenizer, _pre=pre):
             return _pre
         conv.TextModel.get_vocab_base_pre = forced_pre
+    # transformers 5 keeps RoPE's theta only inside "rope_parameters" (AutoConfig.to_dict()), and
+    # this converter reads the top-level "rope_theta" transformers 4 had: without it the GGUF
+    # gets no rope.freq_base, which llama.cpp (and tessera) read as 10000. Lift it back up.
+    orig_load = conv.ModelBase.load_hparams
+
+    def load_hparams(*args, **kwargs):
+        hp = orig_load(*args, **kwargs)
+        for h in (hp, hp.get("text_config") or {}):
+            rp = h.get("rope_parameters") or {}
+            if "rope_theta" not in h and "rope_theta" in rp:
+                h["rope_theta"] = rp["rope_theta"]
+        return hp
+    conv.ModelBase.load_hparams = staticmethod(load_hparams)
     sys.argv = ["convert_hf_to_gguf.py"] + rest
     conv.main()
     return 0

@@ -93,13 +93,16 @@ ts_status ts_tok_spm_new(const ts_tok_spm_params *p, ts_tok **out, ts_error *err
         if (t->byt_len[id] > t->max_token_bytes) t->max_token_bytes = t->byt_len[id];
         if (type == TS_TOK_TYPE_CONTROL || type == TS_TOK_TYPE_UNKNOWN)
             t->flags[id] |= TOK_F_SPECIAL;
-        /* control and user-defined tokens are recognized when written in the text */
-        if ((type == TS_TOK_TYPE_CONTROL || type == TS_TOK_TYPE_USER_DEFINED) && len) {
+        /* control, unknown and user-defined tokens are recognized when written in the text,
+         * as llama.cpp parses specials and as HF's tokenizer.json lists <unk> among its
+         * added tokens */
+        if ((type == TS_TOK_TYPE_CONTROL || type == TS_TOK_TYPE_UNKNOWN || type == TS_TOK_TYPE_USER_DEFINED) &&
+            len) {
             tok_added *a = &t->added[t->n_added++];
             a->id = id;
             a->off = t->str_off[id];
             a->len = (uint32_t)len;
-            a->special = type == TS_TOK_TYPE_CONTROL;
+            a->special = type != TS_TOK_TYPE_USER_DEFINED;
         }
         tok_strmap_put(&t->by_str, t->arena.p, t->str_off[id], t->str_len[id], id);
     }
