@@ -106,7 +106,8 @@ const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
 /* One matrix product alone, y (S, N) = x (S, K) @ W^T with W BF16 (N, K) and x FP32 in natural
  * order, by the kernel the best variant runs for S rows (decode GEMV at S = 1) with its default
  * tile, on the calling thread: phase 1 checks every weight matrix through it against the
- * oracle. K must be a multiple of 16 (every supported model's is). */
+ * oracle. Any K: when K is not a multiple of 16 it runs as a session does, on a zero-padded
+ * copy of W (made inside the call, so its time includes that copy). */
 ts_status ts_cpu_matmul(const float *x, int S, const uint16_t *W, int N, int K, float *y, ts_error *err);
 /* The session's thread pool (benchmarks run their probes on it). */
 struct ts_pool *ts_cpu_pool(ts_cpu *c);
