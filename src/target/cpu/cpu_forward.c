@@ -1,4 +1,5 @@
-/* The cpu target's session: weights bound once (borrowed from the mmap when BF16), one arena
+/* The cpu target's session: weights bound once (borrowed from the mmap when BF16 with K a
+ * multiple of 16, else copied with a zero-padded row stride: gemm.h), one arena
  * for every activation buffer and the KV cache, so nothing is allocated per token; the
  * forward pass runs each layer's stages (cpu_steps.c) and one more dispatch per forward for
  * [final_norm -> lm_head] on the rows that need logits. */
@@ -204,6 +205,28 @@ void ts_cpu_mem_need(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_me
     out->scratch = ((uint64_t)arena_floats(cf, chunk, nth, max_seq) + (uint64_t)cf->head_dim / 2 +
                     ((disable & TS_OPT_LAST_LOGITS) ? (uint64_t)chunk * (uint64_t)cf->n_vocab : 0)) *
                    sizeof(float);
+}
+
+void ts_cpu_weight_copies(const ts_model *m, int *n_converted, int *n_padded, uint64_t *padded_bytes) {
+    const ts_config *cf = ts_model_config(m);
+    *n_converted = *n_padded = 0;
+    *padded_bytes = 0;
+    for (int l = 0; l <= cf->n_layers; l++) { /* l == n_layers: embed and lm_head */
+        const ts_layer_w *w = &m->layers[l < cf->n_layers ? l : 0];
+        const ts_tensor *layer[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        const ts_tensor *top[] = {m->embed, m->lm_head != m->embed ? m->lm_head : NULL};
+        const ts_tensor *const *mats = l < cf->n_layers ? layer : top;
+        size_t n = l < cf->n_layers ? sizeof layer / sizeof layer[0] : 2;
+        for (size_t i = 0; i < n; i++) {
+            const ts_tensor *t = mats[i];
+            if (!t) continue;
+            if (t->dtype != TS_DTYPE_BF16) (*n_converted)++;
+            else if (ts_gemm_kpad((int)t->shape[1]) != t->shape[1]) {
+                (*n_padded)++;
+                *padded_bytes += (uint64_t)t->shape[0] * (uint64_t)ts_gemm_kpad((int)t->shape[1]) * sizeof(uint16_t);
+            }
+        }
+    }
 }
 
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
