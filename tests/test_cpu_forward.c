@@ -134,12 +134,18 @@ static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
              * rounding, not bit for bit. With BF16 activations in prefill (avx512bf16) the two
              * differ by the prefill's own rounding (the _dp kernel): decode (FP32-accurate x) may be no farther
              * from the prefill than twice the prefill's distance from the oracle. */
-            double bound = 1e-5;
+            /* 1e-5, or 1e-6 of the largest logit when that is more: rounding is relative, and
+             * logits reaching 17-23 (stories260K, the -tiny presets) differ by up to 1.05e-5
+             * (stories260K on avx512bf16; the presets 9.5e-6) */
+            double scale = 0;
+            for (size_t k = 0; k < nl; k++) scale = fmax(scale, fabs(lr[k]));
+            double bound = fmax(1e-5, 1e-6 * scale);
             if (bf16_act) {
                 double own = 0;
                 for (size_t k = 0; k < nl; k++) own = fmax(own, fabs(lc[k] - lr[k]));
                 bound = fmax(bound, 2 * own);
             }
+            printf("    decode vs prefill: max |diff| %.3e (bound %.3e, logits up to %.3g)\n", worst, bound, scale);
             CHECK(worst <= bound, "%s: decode (3 threads) differs from prefill by %.3e (bound %.3e)", name, worst,
                   bound);
             /* A prompt split over two prefill calls (the second starts at position 17, so the
