@@ -1,6 +1,7 @@
 /* Phase-2 style block gate at the real widths of all nine seed models: a one-layer synth
  * checkpoint of each (real hidden size, heads, kv heads, head_dim, ffn, bias, q/k norm, rope),
- * a 1024-token vocabulary, prefill of 48 tokens then 4 decode steps, cpu target vs oracle. */
+ * a 1024-token vocabulary, prefill of 48 tokens then 4 decode steps, cpu target vs oracle; and
+ * the same on stories260K (intermediate size 172: K not a multiple of 16). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +14,8 @@
 #define S 48
 #define GEN 4
 
-static void check(const char *preset, const char *root) {
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s/%s", root, preset);
+static void check_dir(const char *preset, const char *dir) {
     ts_error err;
-    ts_synth_opts so = {5, 1024, 1, NULL, NULL};
-    if (ts_synth_write(preset, dir, &so, &err)) {
-        CHECK(0, "%s: %s", preset, err.msg);
-        return;
-    }
     ts_model *m;
     if (ts_model_open(dir, &m, &err)) {
         CHECK(0, "%s", err.msg);
@@ -31,7 +25,8 @@ static void check(const char *preset, const char *root) {
     int V = c->n_vocab, H = c->n_embd, n = S + GEN;
     int32_t toks[S + GEN];
     for (int i = 0; i < n; i++) toks[i] = (int32_t)((i * 389 + 7) % V);
-    float *hr = malloc(sizeof(float) * 2 * S * (size_t)H), *hc = malloc(sizeof(float) * 2 * S * (size_t)H);
+    size_t nh = (size_t)(c->n_layers + 1) * S * (size_t)H; /* the embeddings, then each layer's output */
+    float *hr = malloc(sizeof(float) * nh), *hc = malloc(sizeof(float) * nh);
     float *lr = malloc(sizeof(float) * (size_t)n * V), *lc = malloc(sizeof(float) * (size_t)n * V);
     ts_ref *r = NULL;
     ts_cpu *cp = NULL;
@@ -62,6 +57,18 @@ done:
     ts_cpu_free(cp);
     free(hr), free(hc), free(lr), free(lc);
     ts_model_close(m);
+}
+
+static void check(const char *preset, const char *root) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/%s", root, preset);
+    ts_error err;
+    ts_synth_opts so = {5, 1024, 1, NULL, NULL};
+    if (ts_synth_write(preset, dir, &so, &err)) {
+        CHECK(0, "%s: %s", preset, err.msg);
+        return;
+    }
+    check_dir(preset, dir);
     char *cmd = malloc(strlen(dir) + 16);
     sprintf(cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
@@ -73,5 +80,7 @@ int main(void) {
     snprintf(root, sizeof root, "%s", th_tmpdir("cpu_block"));
     for (int i = 0; ts_synth_preset_name(i); i++)
         if (!strstr(ts_synth_preset_name(i), "-tiny")) check(ts_synth_preset_name(i), root);
+    /* a real trained model whose intermediate size (172) is not a multiple of 16 */
+    check_dir("stories260K", th_shared("models/stories260K.gguf"));
     return th_finish("test_cpu_block");
 }

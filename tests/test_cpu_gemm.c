@@ -9,6 +9,7 @@
 #include "deploy/gates.h"
 #include "io/dtype.h"
 #include "model/synth.h"
+#include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
 #include "target/ref/ref_kernels.h"
 #include "tharness.h"
@@ -29,9 +30,11 @@ static const char *g_name;
 static ts_gemm_fn fn_for(ts_cpu_variant v) { return g_fn ? g_fn : ts_cpu_gemm_for(v); }
 static const char *name_of(ts_cpu_variant v) { return g_name ? g_name : ts_cpu_variant_name(v); }
 
-/* Checks y[:, n0:n1] = x @ W^T for one (S, N, K) with the given variant. */
+/* Checks y[:, n0:n1] = x @ W^T for one (S, N, K) with the given variant. K need not be a
+ * multiple of 16: the kernel then runs as a session runs it (gemm.h), on W copied with rows
+ * ts_gemm_kpad(K) apart and zero-padded, x packed with a zero pad; NaN lies beyond the pad. */
 static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K, int n0, int n1) {
-    int ldx = K + 16, ldy = N;
+    int Kp = ts_gemm_kpad(K), ldx = Kp + 16, ldy = N;
     float *x = malloc(sizeof(float) * (size_t)S * ldx), *xp = malloc(sizeof(float) * (size_t)S * ldx);
     float *y = malloc(sizeof(float) * (size_t)S * ldy);
     float *ref = malloc(sizeof(float) * (size_t)S * (n1 - n0)), *got = malloc(sizeof(float) * (size_t)S * (n1 - n0));
@@ -48,6 +51,11 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
         ts_cpu_pack_row(xp + (size_t)s * ldx, x + (size_t)s * ldx, K);
     }
     for (size_t i = 0; i < (size_t)S * ldy; i++) y[i] = NAN;
+    uint16_t *wpad = NULL;
+    if (Kp != K) {
+        wpad = malloc(sizeof(uint16_t) * (size_t)N * Kp);
+        ts_cpu_pad_bf16(wpad, g_w, N, K);
+    }
     ts_tensor W = {0};
     W.dtype = TS_DTYPE_BF16;
     W.data = g_w + (size_t)n0 * K;
@@ -57,7 +65,7 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
     ts_ref_matmul(ref, xd, &W, NULL, S, n1 - n0, K, row);
     ts_gemm_tile t = ts_cpu_gemm_default_tile(S, N, K);
     if (g_nr) t.nr = g_nr;
-    fn_for(v)(y, ldy, xp, ldx, g_w, K, S, n0, n1, t);
+    fn_for(v)(y, ldy, xp, ldx, wpad ? wpad : g_w, Kp, S, n0, n1, t);
     int outside_written = 0;
     for (int s = 0; s < S; s++)
         for (int n = 0; n < N; n++) {
@@ -74,14 +82,19 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
            name_of(v), what, S, N, K, n0, n1, m.rel_l2, m.pearson, pass ? "ok" : "FAIL");
     CHECK(pass, "%s %s S=%d N=%d K=%d: rel_l2 %.3e pearson %.9f nonfinite %lld outside %d",
           name_of(v), what, S, N, K, m.rel_l2, m.pearson, (long long)m.nonfinite, outside_written);
-    free(x), free(xp), free(y), free(ref), free(got), free(row), free(xd);
+    free(x), free(xp), free(y), free(ref), free(got), free(row), free(xd), free(wpad);
 }
 
 /* The prefill kernel's result for an output does not depend on how the rows of x or of W are
  * split between calls: S = 40 in one call equals 2 + 3 + 12 + 23 rows in four (a prompt
  * prefilled in pieces), and any n-range split (thread shares) is bit-identical. */
 static void check_splits(ts_cpu_variant v, int N, int K) {
-    int S = 40, ldx = K + 16;
+    int S = 40, Kp = ts_gemm_kpad(K), ldx = Kp + 16;
+    uint16_t *w = g_w;
+    if (Kp != K) {
+        w = malloc(sizeof(uint16_t) * (size_t)N * Kp);
+        ts_cpu_pad_bf16(w, g_w, N, K);
+    }
     float *x = malloc(sizeof(float) * (size_t)S * ldx), *xp = malloc(sizeof(float) * (size_t)S * ldx);
     float *a = malloc(sizeof(float) * (size_t)S * N), *b = malloc(sizeof(float) * (size_t)S * N);
     for (int s = 0; s < S; s++) {
@@ -89,22 +102,23 @@ static void check_splits(ts_cpu_variant v, int N, int K) {
         ts_cpu_pack_row(xp + (size_t)s * ldx, x + (size_t)s * ldx, K);
     }
     ts_gemm_fn f = fn_for(v);
-    f(a, N, xp, ldx, g_w, K, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
+    f(a, N, xp, ldx, w, Kp, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
     int parts[] = {0, 2, 5, 17, S}; /* pieces of 2, 3, 12 and 23 rows */
     for (int i = 0; i + 1 < 5; i++) {
         int r = parts[i + 1] - parts[i];
-        f(b + (size_t)parts[i] * N, N, xp + (size_t)parts[i] * ldx, ldx, g_w, K, r, 0, N, ts_cpu_gemm_default_tile(r, N, K));
+        f(b + (size_t)parts[i] * N, N, xp + (size_t)parts[i] * ldx, ldx, w, Kp, r, 0, N, ts_cpu_gemm_default_tile(r, N, K));
     }
     int same_rows = !memcmp(a, b, sizeof(float) * (size_t)S * N);
     int cuts[] = {0, 5, 37, 64, 100, N};
     for (int i = 0; i + 1 < 6; i++)
-        f(b, N, xp, ldx, g_w, K, S, cuts[i], cuts[i + 1], ts_cpu_gemm_default_tile(S, N, K));
+        f(b, N, xp, ldx, w, Kp, S, cuts[i], cuts[i + 1], ts_cpu_gemm_default_tile(S, N, K));
     int same_cols = !memcmp(a, b, sizeof(float) * (size_t)S * N);
     printf("  %-10s splits N=%d K=%d: rows 40 = 2 + 3 + 12 + 23 %s, column shares %s\n", name_of(v), N, K,
            same_rows ? "bit-identical" : "DIFFER", same_cols ? "bit-identical" : "DIFFER");
     CHECK(same_rows && same_cols, "%s: split results differ (rows %d, columns %d)", name_of(v),
           same_rows, same_cols);
     free(x), free(xp), free(a), free(b);
+    if (w != g_w) free(w);
 }
 
 static void check_model(ts_cpu_variant v, const char *preset) {
@@ -155,6 +169,71 @@ static void check_tails(ts_cpu_variant v) {
         for (int S = 1; S <= 64; S = S * 4 + 1) check_shape(v, "K tail", S, 70, ks[i], 0, 70);
 }
 
+/* K and N that are not multiples of 16, as real models have them (stories260K's intermediate
+ * 172; heads x head_dim such as 40; hidden sizes 8 + 16k), at decode, every prefill tile
+ * remainder and a full chunk, K below and above one K block (256 packed positions), N below
+ * one panel, between panels, and odd. */
+static void check_odd(ts_cpu_variant v) {
+    static const struct {
+        int N, K;
+    } shapes[] = {{64, 172}, {172, 64}, {3, 172}, {172, 40}, {40, 8}, {8, 40}, {69, 8 + 16 * 17},
+                  {172, 8 + 16 * 20}, {35, 1000}, {21, 2050}, {3, 3}};
+    static const int ss[] = {1, 2, 3, 5, 7, 8, 13, 40, 128};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (size_t j = 0; j < sizeof ss / sizeof ss[0]; j++) {
+            int N = shapes[i].N, K = shapes[i].K, S = ss[j];
+            check_shape(v, "odd K/N", S, N, K, 0, N);
+            if (N > 8) check_shape(v, "odd K/N window", S, N, K, N / 3 + 1, N - 2);
+        }
+    for (g_nr = 2; g_nr <= 4; g_nr += 2) check_shape(v, g_nr == 2 ? "odd decode nr=2" : "odd decode nr=4", 1, 67, 172, 0, 67);
+    g_nr = 0;
+    check_splits(v, 160, 172);
+    check_splits(v, 172, 40);
+}
+
+/* ts_cpu_matmul (phase 1's entry: natural-order x, W as stored) at odd K against the oracle,
+ * and the pack/unpack round trip with its zero pad. */
+static void check_matmul_api(void) {
+    static const int ks[] = {172, 40, 8, 16, 24};
+    ts_error err;
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        int K = ks[i], Kp = ts_gemm_kpad(K), N = 37;
+        float src[272], packed[272], back[272];
+        for (int k = 0; k < K; k++) src[k] = frand();
+        for (int k = 0; k < 272; k++) packed[k] = back[k] = NAN;
+        ts_cpu_pack_row(packed, src, K);
+        ts_cpu_unpack_row(back, packed, K);
+        int pad_zero = 1;
+        for (int k = K; k < Kp; k++) {
+            /* natural position k lands at packed (k - b) / 2 (+ 8 when odd) of its block b */
+            int b = k / 16 * 16, pk = b + (k - b) / 2 + ((k - b) & 1) * 8;
+            pad_zero &= packed[pk] == 0.0f;
+        }
+        CHECK(!memcmp(src, back, sizeof(float) * (size_t)K) && pad_zero && isnan(packed[Kp]) && isnan(back[K]),
+              "pack/unpack K=%d: round trip or zero pad wrong", K);
+        for (int S = 1; S <= 130; S += 129) {
+            float *x = malloc(sizeof(float) * (size_t)S * K), *y = malloc(sizeof(float) * (size_t)S * N),
+                  *ref = malloc(sizeof(float) * (size_t)S * N), *row = malloc(sizeof(float) * TS_REF_ROW_SCRATCH(K));
+            for (size_t q = 0; q < (size_t)S * K; q++) x[q] = frand();
+            for (size_t q = 0; q < (size_t)S * N; q++) y[q] = NAN;
+            ts_tensor W = {0};
+            W.dtype = TS_DTYPE_BF16;
+            W.data = g_w;
+            ts_ref_matmul(ref, x, &W, NULL, S, N, K, row);
+            ts_status st = ts_cpu_matmul(x, S, g_w, N, K, y, &err);
+            ts_metrics m;
+            ts_metrics_compute(y, ref, S, N, &m);
+            /* the avx512bf16 _dp prefill rounds x to BF16: the phase-1 gate, not FP32 rounding */
+            int pass = st == TS_OK && m.nonfinite == 0 && ts_threshold_pass(ts_threshold_find("phase1", "rel_l2"), m.rel_l2) &&
+                       ts_threshold_pass(ts_threshold_find("phase1", "pearson"), m.pearson);
+            printf("  ts_cpu_matmul S=%-3d N=%d K=%-3d rel_l2 %.2e  %s\n", S, N, K, m.rel_l2, pass ? "ok" : "FAIL");
+            CHECK(pass, "ts_cpu_matmul S=%d N=%d K=%d: status %d rel_l2 %.3e nonfinite %lld", S, N, K, (int)st, m.rel_l2,
+                  (long long)m.nonfinite);
+            free(x), free(y), free(ref), free(row);
+        }
+    }
+}
+
 int main(void) {
     /* One random BF16 buffer as large as the biggest weight (an lm_head), reused for every
      * shape as its leading N x K block. */
@@ -182,11 +261,13 @@ int main(void) {
                        ts_cpu_avx512_prefill_f32() ? "f32" : "dp");
             }
             check_tails((ts_cpu_variant)v);
+            check_odd((ts_cpu_variant)v);
             for (int i = 0; ts_synth_preset_name(i); i++)
                 if (!strstr(ts_synth_preset_name(i), "-tiny")) check_model((ts_cpu_variant)v, ts_synth_preset_name(i));
         }
         g_fn = NULL, g_name = NULL;
     }
+    check_matmul_api();
     free(g_w);
     return th_finish("test_cpu_gemm");
 }

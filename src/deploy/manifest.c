@@ -167,6 +167,14 @@ static void perf_md(FILE *f, const json_t *p4, const json_t *p5) {
                 num(pl, "median_ratio"), num(pl, "copy_extra_load_ms"), str(pl, "rule"));
     else if (pl)
         fprintf(f, "\nWeight placement: **%s** (%s).\n", str(pl, "weights"), str(pl, "why"));
+    if (pl && json_object_get(pl, "padded_matrices"))
+        fprintf(f, "%lld BF16 weight matrices whose K is not a multiple of 16 are copied with zero-padded rows "
+                   "(%.2f MiB) whatever the placement: the cpu kernels run whole 16-element blocks.\n",
+                (long long)json_integer_value(json_object_get(pl, "padded_matrices")),
+                (double)json_integer_value(json_object_get(pl, "padded_bytes")) / 1048576.0);
+    if (pl && json_object_get(pl, "converted_matrices"))
+        fprintf(f, "%lld weight matrices stored other than BF16 are converted to BF16 copies whatever the placement.\n",
+                (long long)json_integer_value(json_object_get(pl, "converted_matrices")));
     if (p4) {
         trajectory_md(f, p4, "prefill_tok_s", "Prefill");
         fprintf(f, "\nTime to first token of the final plan:\n\n| prompt tokens | cold ms | TTFT ms (mean +- sd) | "

@@ -40,6 +40,7 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
         placement = json_pack("{s:s, s:s}", "weights", copy ? "copy" : "mmap", "why", why);
         if (out) fprintf(out, "  weight placement: %s (%s)\n", copy ? "copy" : "mmap", why);
     }
+    if (!s) ts_placement_note_copies(m, placement, out);
     unsigned place = ts_placement_mask(copy);
     co.disable = place;
     if (!s && out)

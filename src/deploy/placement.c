@@ -111,3 +111,20 @@ ts_status ts_placement_probe(const ts_model *m, int threads, const ts_cpu_fault 
                         "copy when faster in all rounds but at most one and by >= 3% (median ratio)");
     return TS_OK;
 }
+
+void ts_placement_note_copies(const ts_model *m, json_t *report, FILE *out) {
+    int conv, pad;
+    uint64_t pad_bytes;
+    ts_cpu_weight_copies(m, &conv, &pad, &pad_bytes);
+    if (pad && report) {
+        json_object_set_new(report, "padded_matrices", json_integer(pad));
+        json_object_set_new(report, "padded_bytes", json_integer((json_int_t)pad_bytes));
+    }
+    if (conv && report) json_object_set_new(report, "converted_matrices", json_integer(conv));
+    if (pad && out)
+        fprintf(out, "  weight placement: %d BF16 matri%s with K not a multiple of 16 copied with zero-padded rows "
+                     "(%.2f MiB) whatever the placement\n", pad, pad == 1 ? "x" : "ces", (double)pad_bytes / 1048576.0);
+    if (conv && out)
+        fprintf(out, "  weight placement: %d matri%s stored other than BF16 converted to BF16 copies whatever the "
+                     "placement\n", conv, conv == 1 ? "x" : "ces");
+}

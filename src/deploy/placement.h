@@ -23,6 +23,12 @@ int ts_placement_copy_fits(const ts_model *m);
 ts_status ts_placement_probe(const ts_model *m, int threads, const ts_cpu_fault *fault, const json_t *tiles, FILE *out,
                              json_t **report, int *copy, ts_error *err);
 
+/* Adds to a placement report the matrices no placement borrows from the mmap (the cpu target
+ * copies them either way): BF16 matrices whose K is not a multiple of 16 are copied with
+ * zero-padded rows ("padded_matrices", "padded_bytes"), non-BF16 ones converted
+ * ("converted_matrices"); says so on out (may be NULL). Nothing when there are none. */
+void ts_placement_note_copies(const ts_model *m, json_t *report, FILE *out);
+
 /* A manifest's target.weights or a report's placement.weights: "mmap" or "copy" (absent:
  * "mmap", as manifests before the probe). Errors name `where`. */
 ts_status ts_placement_parse(const json_t *weights, const char *where, int *copy, ts_error *err);

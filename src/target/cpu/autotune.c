@@ -16,7 +16,7 @@
 typedef struct tune_job {
     ts_gemm_fn gemm;
     const uint16_t *W;
-    int S, N, K;
+    int S, N, K; /* K: the padded row stride, as the session's GEMMs run it */
     const float *xp;
     float *y;
     ts_gemm_tile t;
@@ -40,13 +40,15 @@ static void record(ts_cpu *c, int bucket, int N, int K, ts_gemm_tile t, double g
     if (c->n_tiles < CPU_MAX_TILES) c->tiles[c->n_tiles++] = (ts_tile_entry){bucket, N, K, t, gf};
 }
 
-/* Tunes one (S, N, K) on weights W. */
+/* Tunes one (S, N, K) on weights W, whose rows are ts_gemm_kpad(K) apart (the session's
+ * layout); tiles are keyed by the model's K. */
 static ts_status tune_shape(ts_cpu *c, const char *name, const uint16_t *W, int S, int N, int K, double max_rel_l2,
                             FILE *log, ts_error *err) {
     int bucket = ts_cpu_s_bucket(S), nref = N < 64 ? N : 64;
     for (int i = 0; i < c->n_tiles; i++)
         if (c->tiles[i].bucket == bucket && c->tiles[i].n == N && c->tiles[i].k == K) return TS_OK;
-    float *x = malloc(sizeof(float) * (size_t)S * K), *xp = malloc(sizeof(float) * (size_t)S * K);
+    int Kp = ts_gemm_kpad(K);
+    float *x = malloc(sizeof(float) * (size_t)S * K), *xp = malloc(sizeof(float) * (size_t)S * Kp);
     float *y = malloc(sizeof(float) * (size_t)S * N), *ref = malloc(sizeof(float) * (size_t)S * N);
     float *got = malloc(sizeof(float) * (size_t)S * nref), *want = malloc(sizeof(float) * (size_t)S * nref);
     if (!x || !xp || !y || !ref || !got || !want) {
@@ -58,9 +60,9 @@ static ts_status tune_shape(ts_cpu *c, const char *name, const uint16_t *W, int 
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
         x[i] = (float)((double)(r >> 11) / 9007199254740992.0 * 2 - 1);
     }
-    for (int s = 0; s < S; s++) ts_cpu_pack_row(xp + (size_t)s * K, x + (size_t)s * K, K);
+    for (int s = 0; s < S; s++) ts_cpu_pack_row(xp + (size_t)s * Kp, x + (size_t)s * K, K);
     ts_gemm_tile def = ts_cpu_gemm_default_tile(S, N, K);
-    ts_cpu_gemm_bf16_scalar(ref, N, xp, K, W, K, S, 0, nref, def);
+    ts_cpu_gemm_bf16_scalar(ref, N, xp, Kp, W, Kp, S, 0, nref, def);
     /* The AVX2 kernel runs one panel kernel for every S >= 2 whatever the tile (gemm_avx2.c),
      * and the scalar one ignores tiles: for prefill the autotuner only measures. */
     static const ts_gemm_tile prefill[] = {{2, 4, 64}};
@@ -71,7 +73,7 @@ static ts_status tune_shape(ts_cpu *c, const char *name, const uint16_t *W, int 
     ts_gemm_tile gemv_t = def;
     ts_gemm_tile best_t = def;
     for (int i = 0; i < n_cand; i++) {
-        tune_job j = {c->gemm, W, S, N, K, xp, y, cand[i]};
+        tune_job j = {c->gemm, W, S, N, Kp, xp, y, cand[i]};
         ts_pool_run(c->pool, tune_run, &j); /* warm-up, and the output for the gate */
         for (int s = 0; s < S; s++) {
             memcpy(got + (size_t)s * nref, y + (size_t)s * N, sizeof(float) * nref);

@@ -1,4 +1,5 @@
-/* The cpu target's session: weights bound once (borrowed from the mmap when BF16), one arena
+/* The cpu target's session: weights bound once (borrowed from the mmap when BF16 with K a
+ * multiple of 16, else copied with a zero-padded row stride: gemm.h), one arena
  * for every activation buffer and the KV cache, so nothing is allocated per token; the
  * forward pass runs each layer's stages (cpu_steps.c) and one more dispatch per forward for
  * [final_norm -> lm_head] on the rows that need logits. */
@@ -67,7 +68,45 @@ static void release_pages(const void *p, size_t n) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
+/* A matrix whose K is not a multiple of 16, copied row by row into (N, ts_gemm_kpad(K)) with a
+ * zero pad (gemm.h says why), converted to BF16 on the way when stored otherwise; the rows are
+ * split over the pool like the plain copy. */
+typedef struct pad_job {
+    uint16_t *dst;
+    const ts_tensor *t;
+    int64_t N, K, Kp;
+} pad_job;
+
+static void pad_part(void *ctx, int ith, int nth) {
+    const pad_job *j = ctx;
+    int64_t a = j->N * ith / nth, b = j->N * (ith + 1) / nth;
+    for (int64_t n = a; n < b; n++) {
+        uint16_t *d = j->dst + n * j->Kp;
+        if (j->t->dtype == TS_DTYPE_BF16) {
+            memcpy(d, (const uint16_t *)j->t->data + n * j->K, sizeof *d * (size_t)j->K);
+        } else {
+            float buf[256];
+            for (int64_t i = 0; i < j->K; i += 256) {
+                size_t k = (size_t)(j->K - i < 256 ? j->K - i : 256);
+                ts_dtype_to_f32(j->t->dtype, j->t->data, (size_t)(n * j->K + i), k, buf);
+                for (size_t q = 0; q < k; q++) d[i + (int64_t)q] = ts_f32_to_bf16(buf[q]);
+            }
+        }
+        memset(d + j->K, 0, sizeof *d * (size_t)(j->Kp - j->K));
+    }
+}
+
 static const uint16_t *mat(ts_cpu *c, const ts_tensor *t) {
+    int64_t N = t->shape[0], K = t->shape[1], Kp = ts_gemm_kpad((int)K);
+    if (Kp != K) { /* even a BF16 tensor: the kernels need the padded row stride */
+        uint16_t *w = own(c, (size_t)(N * Kp) * sizeof *w);
+        if (!w) return NULL;
+        pad_job j = {w, t, N, K, Kp};
+        ts_pool_run(c->pool, pad_part, &j);
+        if (t->dtype == TS_DTYPE_BF16 && c->release_source && !t->heap) release_pages(t->data, t->nbytes);
+        c->converted += (size_t)(N * Kp) * sizeof *w;
+        return w;
+    }
     if (t->dtype == TS_DTYPE_BF16 && !(c->disable & TS_OPT_ZERO_COPY)) return t->data; /* zero-copy */
     uint16_t *w = own(c, (size_t)t->numel * sizeof *w);
     if (!w) return NULL;
@@ -124,9 +163,11 @@ static int bind_weights(ts_cpu *c) {
 static size_t arena_floats(const ts_config *cf, int chunk, int nth, int max_seq) {
     size_t H = (size_t)cf->n_embd, hd = (size_t)cf->head_dim, Q = (size_t)cf->n_heads * hd,
            KV = (size_t)cf->n_kv_heads * hd, F = (size_t)cf->n_ff, CH = (size_t)chunk, NT = Q + 2 * KV,
-           rt = (H > hd ? H : hd) * 2;
-    return CH * H * 3 + CH * NT + CH * Q * 2 + CH * F * 3 + (size_t)nth * TS_ATTN_TILE * ((size_t)max_seq + 16) +
-           (size_t)nth * rt + CH * hd;
+           rt = (H > hd ? H : hd) * 2, Hp = (size_t)ts_gemm_kpad((int)H), Qp = (size_t)ts_gemm_kpad((int)Q),
+           Fp = (size_t)ts_gemm_kpad((int)F);
+    /* x, o (H); xn_p (Hp); qkv; att (Q), att_p (Qp); g, u (F), h_p (Fp); scores; rowtmp; rope */
+    return CH * H * 2 + CH * Hp + CH * NT + CH * Q + CH * Qp + CH * F * 2 + CH * Fp +
+           (size_t)nth * TS_ATTN_TILE * ((size_t)max_seq + 16) + (size_t)nth * rt + CH * hd;
 }
 
 /* What own() takes for a copy of `bytes` (huge-page copies are rounded up to whole pages). */
@@ -134,6 +175,8 @@ static uint64_t owned_bytes(size_t bytes) {
     return bytes >= HUGE_PAGE ? (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE : bytes;
 }
 static uint64_t mat_bytes(const ts_tensor *t, unsigned disable) {
+    int64_t Kp = ts_gemm_kpad((int)t->shape[1]);
+    if (Kp != t->shape[1]) return owned_bytes((size_t)(t->shape[0] * Kp) * sizeof(uint16_t)); /* padded copy */
     if (t->dtype == TS_DTYPE_BF16 && !(disable & TS_OPT_ZERO_COPY)) return 0;
     return owned_bytes((size_t)t->numel * sizeof(uint16_t));
 }
@@ -164,6 +207,28 @@ void ts_cpu_mem_need(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_me
                    sizeof(float);
 }
 
+void ts_cpu_weight_copies(const ts_model *m, int *n_converted, int *n_padded, uint64_t *padded_bytes) {
+    const ts_config *cf = ts_model_config(m);
+    *n_converted = *n_padded = 0;
+    *padded_bytes = 0;
+    for (int l = 0; l <= cf->n_layers; l++) { /* l == n_layers: embed and lm_head */
+        const ts_layer_w *w = &m->layers[l < cf->n_layers ? l : 0];
+        const ts_tensor *layer[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        const ts_tensor *top[] = {m->embed, m->lm_head != m->embed ? m->lm_head : NULL};
+        const ts_tensor *const *mats = l < cf->n_layers ? layer : top;
+        size_t n = l < cf->n_layers ? sizeof layer / sizeof layer[0] : 2;
+        for (size_t i = 0; i < n; i++) {
+            const ts_tensor *t = mats[i];
+            if (!t) continue;
+            if (t->dtype != TS_DTYPE_BF16) (*n_converted)++;
+            else if (ts_gemm_kpad((int)t->shape[1]) != t->shape[1]) {
+                (*n_padded)++;
+                *padded_bytes += (uint64_t)t->shape[0] * (uint64_t)ts_gemm_kpad((int)t->shape[1]) * sizeof(uint16_t);
+            }
+        }
+    }
+}
+
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
                      ts_error *err) {
     *out = NULL;
@@ -171,11 +236,6 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     int H = cf->n_embd, hd = cf->head_dim, Q = cf->n_heads * hd, KV = cf->n_kv_heads * hd, F = cf->n_ff;
     if (max_seq < 1 || max_seq > (1 << 24))
         return ts_fail(err, TS_ERR_ARG, "cpu session: max_seq %d outside [1, 2^24]", max_seq);
-    if (H % TS_GEMM_KBLOCK || Q % TS_GEMM_KBLOCK || F % TS_GEMM_KBLOCK)
-        return ts_fail(err, TS_ERR_UNSUPPORTED,
-                       "%s: the cpu target needs hidden_size (%d), heads x head_dim (%d) and "
-                       "intermediate_size (%d) to be multiples of %d",
-                       m->config_path, H, Q, F, TS_GEMM_KBLOCK);
     ts_cpu_variant v = ts_cpu_best_variant();
     if (o && o->force_variant >= 0) {
         if (!ts_cpu_variant_supported((ts_cpu_variant)o->force_variant))
@@ -192,6 +252,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->gemm = ts_cpu_gemm_for(v);
     c->attn_row = v >= TS_CPU_AVX2 ? ts_cpu_attn_row_avx2 : ts_cpu_attn_row_scalar;
     c->max_seq = max_seq;
+    c->Hp = ts_gemm_kpad(H), c->Qp = ts_gemm_kpad(Q), c->Fp = ts_gemm_kpad(F);
     c->chunk = max_seq < CPU_CHUNK ? max_seq : CPU_CHUNK;
     c->nth = nth;
     c->disable = o ? o->disable & TS_OPT_ALL : 0;
@@ -220,14 +281,14 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     }
     float *p = c->arena;
     c->x = p, p += CH * H;
-    c->xn_p = p, p += CH * H;
+    c->xn_p = p, p += CH * (size_t)c->Hp;
     c->o = p, p += CH * H;
     c->qkv = p, p += CH * NT;
     c->att = p, p += CH * Q;
-    c->att_p = p, p += CH * Q;
+    c->att_p = p, p += CH * (size_t)c->Qp;
     c->g = p, p += CH * F;
     c->u = p, p += CH * F;
-    c->h_p = p, p += CH * F;
+    c->h_p = p, p += CH * (size_t)c->Fp;
     c->scores = p, p += (size_t)nth * TS_ATTN_TILE * (max_seq + 16); /* rows rounded up to 16 */
     c->rowtmp = p, p += (size_t)nth * rt;
     c->rope_cs = p;
@@ -313,7 +374,7 @@ ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits,
         int S = n - c0 < c->chunk ? n - c0 : c->chunk;
         set_rows(c, S, c->n_past + c0);
         for (int s = 0; s < S; s++)
-            ts_dtype_to_f32(TS_DTYPE_BF16, c->embed, (size_t)tokens[c0 + s] * (size_t)H, (size_t)H,
+            ts_dtype_to_f32(TS_DTYPE_BF16, c->embed, (size_t)tokens[c0 + s] * (size_t)c->Hp, (size_t)H,
                             c->x + (size_t)s * H);
         if (hidden) memcpy(hidden + (size_t)c0 * H, c->x, sizeof(float) * (size_t)S * H);
         for (int l = 0; l < L; l++) {
@@ -339,11 +400,12 @@ ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits,
 
 /* ---- one step alone (diagnosis) ---- */
 
+/* Packed rows are ts_gemm_kpad(n) apart, natural ones n. */
 static void unpack_rows(float *dst, const float *packed, int S, int n) {
-    for (int s = 0; s < S; s++) ts_cpu_unpack_row(dst + (size_t)s * n, packed + (size_t)s * n, n);
+    for (int s = 0; s < S; s++) ts_cpu_unpack_row(dst + (size_t)s * n, packed + (size_t)s * ts_gemm_kpad(n), n);
 }
 static void pack_rows(float *packed, const float *src, int S, int n) {
-    for (int s = 0; s < S; s++) ts_cpu_pack_row(packed + (size_t)s * n, src + (size_t)s * n, n);
+    for (int s = 0; s < S; s++) ts_cpu_pack_row(packed + (size_t)s * ts_gemm_kpad(n), src + (size_t)s * n, n);
 }
 
 /* Moves q, k, v between the step state (three arrays) and the session's interleaved rows. */

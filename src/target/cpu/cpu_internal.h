@@ -18,6 +18,8 @@ typedef struct ts_tile_entry {
     double gflops;
 } ts_tile_entry;
 
+/* Matrices (N, K) with rows ts_gemm_kpad(K) apart: borrowed from the mmap when BF16 and K is
+ * a multiple of 16, otherwise zero-padded copies. */
 typedef struct cpu_layer {
     const uint16_t *wq, *wk, *wv, *wo, *wg, *wu, *wd;
     const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *bg, *bu, *bd;
@@ -31,8 +33,11 @@ struct ts_cpu {
     ts_gemm_fn gemm;
     ts_attn_row_fn attn_row;
     int max_seq, n_past, chunk, nth;
+    /* Row strides of the packed activations feeding a GEMM and of the weights it reads, for
+     * K = hidden, heads x head_dim, intermediate: ts_gemm_kpad of each (gemm.h). */
+    int Hp, Qp, Fp;
     cpu_layer *L;
-    const uint16_t *embed, *lm_head;
+    const uint16_t *embed, *lm_head; /* (n_vocab, Hp) */
     const float *final_norm;
     void **owned;
     int n_owned;

@@ -132,7 +132,7 @@ static void norm_rows(ts_cpu *c, const float *w, ts_step step, int ith, int nth)
     for (int s = a; s < b; s++) {
         rmsnorm(tmp, c->x + (size_t)s * H, w, H, c->c->rms_eps);
         fault(c, step, tmp, s, 0, H);
-        ts_cpu_pack_row(c->xn_p + (size_t)s * H, tmp, H);
+        ts_cpu_pack_row(c->xn_p + (size_t)s * c->Hp, tmp, H);
     }
 }
 
@@ -155,7 +155,7 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
         int lo = a > parts[p].off ? a : parts[p].off;
         int hi = b < parts[p].off + parts[p].n ? b : parts[p].off + parts[p].n;
         if (lo >= hi) continue;
-        c->gemm(c->qkv + parts[p].off, NT, c->xn_p, H, parts[p].w, H, S, lo - parts[p].off, hi - parts[p].off,
+        c->gemm(c->qkv + parts[p].off, NT, c->xn_p, c->Hp, parts[p].w, c->Hp, S, lo - parts[p].off, hi - parts[p].off,
                 ts_cpu_tile_for(c, S, parts[p].n, H));
         const float *bias = parts[p].bias;
         for (int s = 0; s < S; s++) {
@@ -249,10 +249,10 @@ static void st_o_proj(ts_cpu *c, int ith, int nth) {
     const cpu_layer *L = &c->L[c->layer];
     int S = c->S, H = cf->n_embd, Q = cf->n_heads * cf->head_dim, a, b;
     ts_cpu_split(S, ith, nth, 1, &a, &b);
-    for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * Q, c->att + (size_t)s * Q, Q);
+    for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * c->Qp, c->att + (size_t)s * Q, Q);
     ts_pool_barrier(c->pool);
     ts_cpu_split(H, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->o, H, c->att_p, Q, L->wo, Q, S, a, b, ts_cpu_tile_for(c, S, H, Q));
+    if (a < b) c->gemm(c->o, H, c->att_p, c->Qp, L->wo, c->Qp, S, a, b, ts_cpu_tile_for(c, S, H, Q));
     residual(c, L->bo, TS_STEP_O_PROJ, a, b);
 }
 
@@ -264,11 +264,12 @@ static void st_gate_up(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     const cpu_layer *L = &c->L[c->layer];
     int S = c->S, H = cf->n_embd, F = cf->n_ff, a, b;
-    /* 16-aligned shares: each thread packs whole blocks of its own h columns. */
+    /* 16-aligned shares: each thread packs whole blocks of its own h columns (the last share
+     * also the zero pad up to Fp). */
     ts_cpu_split(F, ith, nth, TS_GEMM_KBLOCK, &a, &b);
     if (a >= b) return;
-    c->gemm(c->g, F, c->xn_p, H, L->wg, H, S, a, b, ts_cpu_tile_for(c, S, F, H));
-    c->gemm(c->u, F, c->xn_p, H, L->wu, H, S, a, b, ts_cpu_tile_for(c, S, F, H));
+    c->gemm(c->g, F, c->xn_p, c->Hp, L->wg, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
+    c->gemm(c->u, F, c->xn_p, c->Hp, L->wu, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
     for (int s = 0; s < S; s++) {
         float *g = c->g + (size_t)s * F, *u = c->u + (size_t)s * F;
         for (int n = a; n < b; n++) {
@@ -276,7 +277,7 @@ static void st_gate_up(ts_cpu *c, int ith, int nth) {
             g[n] = gv / (1.0f + expf(-gv)) * uv;
         }
         fault(c, TS_STEP_GATE_UP, g + a, s, a, b - a);
-        ts_cpu_pack_row(c->h_p + (size_t)s * F + a, g + a, b - a);
+        ts_cpu_pack_row(c->h_p + (size_t)s * c->Fp + a, g + a, b - a);
     }
 }
 
@@ -285,7 +286,7 @@ static void st_down(ts_cpu *c, int ith, int nth) {
     const cpu_layer *L = &c->L[c->layer];
     int S = c->S, H = cf->n_embd, F = cf->n_ff, a, b;
     ts_cpu_split(H, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->o, H, c->h_p, F, L->wd, F, S, a, b, ts_cpu_tile_for(c, S, H, F));
+    if (a < b) c->gemm(c->o, H, c->h_p, c->Fp, L->wd, c->Fp, S, a, b, ts_cpu_tile_for(c, S, H, F));
     residual(c, L->bd, TS_STEP_DOWN, a, b);
 }
 
@@ -344,9 +345,9 @@ void ts_cpu_lm_head(void *ctx, int ith, int nth) {
     ts_cpu_split(R, ith, nth, 1, &a, &b);
     for (int r = a; r < b; r++) {
         rmsnorm(tmp, c->x + (size_t)(c->lg_row0 + r) * H, c->final_norm, H, cf->rms_eps);
-        ts_cpu_pack_row(c->xn_p + (size_t)r * H, tmp, H);
+        ts_cpu_pack_row(c->xn_p + (size_t)r * c->Hp, tmp, H);
     }
     ts_pool_barrier(c->pool);
     ts_cpu_split(V, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->lg_out, V, c->xn_p, H, c->lm_head, H, R, a, b, ts_cpu_tile_for(c, R, V, H));
+    if (a < b) c->gemm(c->lg_out, V, c->xn_p, c->Hp, c->lm_head, c->Hp, R, a, b, ts_cpu_tile_for(c, R, V, H));
 }

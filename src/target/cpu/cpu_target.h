@@ -43,10 +43,16 @@ typedef struct ts_cpu_opts {
 } ts_cpu_opts;
 
 /* max_seq: KV cache capacity. Non-BF16 matrices (F32/F16 checkpoints) are converted to BF16
- * copies once here; BF16 ones are borrowed from the mmap. */
+ * copies once here; BF16 ones are borrowed from the mmap, except those whose K (columns) is
+ * not a multiple of 16, which are copied with rows padded to whole 16-element blocks (gemm.h
+ * says why). */
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
                      ts_error *err);
 void ts_cpu_free(ts_cpu *c);
+/* The matrices a session copies even when it borrows the weights from the mmap: *n_converted
+ * stored other than BF16 (converted), *n_padded stored as BF16 with K not a multiple of 16
+ * (copied, zero-padded rows), and the bytes of those padded copies. */
+void ts_cpu_weight_copies(const ts_model *m, int *n_converted, int *n_padded, uint64_t *padded_bytes);
 /* What ts_cpu_new(m, max_seq, o) would allocate (model/memory.h), from the same sizes: KV
  * cache, the arena (activations, per-thread attention scores), and the weights it copies or
  * converts (non-BF16 tensors, every matrix without TS_OPT_ZERO_COPY, the FP32 norm and bias
@@ -106,7 +112,8 @@ const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
 /* One matrix product alone, y (S, N) = x (S, K) @ W^T with W BF16 (N, K) and x FP32 in natural
  * order, by the kernel the best variant runs for S rows (decode GEMV at S = 1) with its default
  * tile, on the calling thread: phase 1 checks every weight matrix through it against the
- * oracle. K must be a multiple of 16 (every supported model's is). */
+ * oracle. Any K: when K is not a multiple of 16 it runs as a session does, on a zero-padded
+ * copy of W (made inside the call, so its time includes that copy). */
 ts_status ts_cpu_matmul(const float *x, int S, const uint16_t *W, int N, int K, float *y, ts_error *err);
 /* The session's thread pool (benchmarks run their probes on it). */
 struct ts_pool *ts_cpu_pool(ts_cpu *c);

@@ -10,19 +10,37 @@
 #include "target/cpu/cpu_target.h"
 
 void ts_cpu_pack_row(float *dst, const float *src, int K) {
-    for (int b = 0; b < K; b += TS_GEMM_KBLOCK)
+    int full = K - K % TS_GEMM_KBLOCK;
+    for (int b = 0; b < full; b += TS_GEMM_KBLOCK)
         for (int i = 0; i < 8; i++) {
             dst[b + i] = src[b + 2 * i];
             dst[b + 8 + i] = src[b + 2 * i + 1];
         }
+    if (full == K) return;
+    float blk[TS_GEMM_KBLOCK] = {0}; /* the last, partial block, zero-padded */
+    memcpy(blk, src + full, sizeof(float) * (size_t)(K - full));
+    for (int i = 0; i < 8; i++) {
+        dst[full + i] = blk[2 * i];
+        dst[full + 8 + i] = blk[2 * i + 1];
+    }
 }
 
 void ts_cpu_unpack_row(float *dst, const float *src, int K) {
-    for (int b = 0; b < K; b += TS_GEMM_KBLOCK)
+    int full = K - K % TS_GEMM_KBLOCK;
+    for (int b = 0; b < full; b += TS_GEMM_KBLOCK)
         for (int i = 0; i < 8; i++) {
             dst[b + 2 * i] = src[b + i];
             dst[b + 2 * i + 1] = src[b + 8 + i];
         }
+    for (int k = full; k < K; k++) dst[k] = src[full + (k - full) / 2 + ((k - full) & 1) * 8];
+}
+
+void ts_cpu_pad_bf16(uint16_t *dst, const uint16_t *W, int N, int K) {
+    int Kp = ts_gemm_kpad(K);
+    for (int n = 0; n < N; n++) {
+        memcpy(dst + (size_t)n * Kp, W + (size_t)n * K, sizeof(uint16_t) * (size_t)K);
+        memset(dst + (size_t)n * Kp + K, 0, sizeof(uint16_t) * (size_t)(Kp - K));
+    }
 }
 
 void ts_cpu_gemm_bf16_scalar(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
@@ -62,13 +80,19 @@ ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K) {
 }
 
 ts_status ts_cpu_matmul(const float *x, int S, const uint16_t *W, int N, int K, float *y, ts_error *err) {
-    if (S < 1 || N < 1 || K < TS_GEMM_KBLOCK || K % TS_GEMM_KBLOCK)
-        return ts_fail(err, TS_ERR_ARG, "cpu matmul: S %d, N %d, K %d (K must be a multiple of %d)", S, N, K,
-                       TS_GEMM_KBLOCK);
-    float *xp = malloc(sizeof(float) * (size_t)S * K);
-    if (!xp) return ts_fail(err, TS_ERR_NOMEM, "cpu matmul: out of memory for %d x %d activations", S, K);
-    for (int r = 0; r < S; r++) ts_cpu_pack_row(xp + (size_t)r * K, x + (size_t)r * K, K);
-    ts_cpu_gemm_for(ts_cpu_best_variant())(y, N, xp, K, W, K, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
-    free(xp);
+    if (S < 1 || N < 1 || K < 1)
+        return ts_fail(err, TS_ERR_ARG, "cpu matmul: S %d, N %d, K %d (each must be at least 1)", S, N, K);
+    int Kp = ts_gemm_kpad(K);
+    float *xp = malloc(sizeof(float) * (size_t)S * Kp);
+    /* W as a session lays it out: a zero-padded copy when K is not a multiple of 16 */
+    uint16_t *wp = Kp != K ? malloc(sizeof(uint16_t) * (size_t)N * Kp) : NULL;
+    if (!xp || (Kp != K && !wp)) {
+        free(xp), free(wp);
+        return ts_fail(err, TS_ERR_NOMEM, "cpu matmul: out of memory for %d x %d activations", S, K);
+    }
+    if (wp) ts_cpu_pad_bf16(wp, W, N, K);
+    for (int r = 0; r < S; r++) ts_cpu_pack_row(xp + (size_t)r * Kp, x + (size_t)r * K, K);
+    ts_cpu_gemm_for(ts_cpu_best_variant())(y, N, xp, Kp, wp ? wp : W, Kp, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
+    free(xp), free(wp);
     return TS_OK;
 }

@@ -10,10 +10,21 @@
 
 #define TS_GEMM_KBLOCK 16
 
-/* dst (K) <- src (K) in the packed order; K % 16 == 0. */
+/* Any K: the kernels below only ever see K rounded up to whole blocks (ts_gemm_kpad). The
+ * cpu target lays out every weight copy it makes and every packed activation buffer with that
+ * padded row stride, the pad zero in both, so a padded product adds only exact zeros: the
+ * kernels stay one loop over whole 16-element blocks (no masked tails in each of the six
+ * inner loops, no second code path to test), and a model whose K is already a multiple of 16
+ * (all but a few) runs exactly as before, its BF16 weights still used in place. The price is
+ * paid only by matrices whose K is not: they are copied once at load (ts_cpu_new). */
+static inline int ts_gemm_kpad(int K) { return (K + TS_GEMM_KBLOCK - 1) / TS_GEMM_KBLOCK * TS_GEMM_KBLOCK; }
+
+/* dst (ts_gemm_kpad(K)) <- src (K) in the packed order, the pad after the last element zero. */
 void ts_cpu_pack_row(float *dst, const float *src, int K);
-/* The inverse: dst (K) in natural order <- packed src (K). */
+/* The inverse: dst (K) in natural order <- packed src (ts_gemm_kpad(K)). */
 void ts_cpu_unpack_row(float *dst, const float *src, int K);
+/* dst (N, ts_gemm_kpad(K)) <- W (N, K) BF16, each row's pad zero. */
+void ts_cpu_pad_bf16(uint16_t *dst, const uint16_t *W, int N, int K);
 
 /* Register-tile shape of the vector kernel: rows of x by rows of W. The AVX2 kernel uses it
  * only for S == 1 (decode); for S >= 2 it runs its fixed panel kernel and ignores the tile. */
@@ -24,7 +35,8 @@ typedef struct ts_gemm_tile {
 } ts_gemm_tile;
 
 /* y[s*ldy + n] = sum_k x[s][k] * W[n][k] for s in [0, S), n in [n0, n1).
- * xp: packed activations, row stride ldx floats; K % 16 == 0. */
+ * xp: packed activations, row stride ldx floats; W rows K apart; K % 16 == 0 (a padded K,
+ * see ts_gemm_kpad). */
 typedef void (*ts_gemm_fn)(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
                            int S, int n0, int n1, ts_gemm_tile tile);
 
