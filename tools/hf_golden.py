@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Hugging Face golden logits for any checkpoint, for tessera's phase 0.
 
-    PYTHON tools/hf_golden.py MODEL_DIR OUT_DIR [--prompts PROMPTS_JSON] [--threads N] [--no-hidden]
+    PYTHON tools/hf_golden.py MODEL_DIR|FILE.gguf OUT_DIR [--prompts PROMPTS_JSON] [--threads N] [--no-hidden]
     python3 tools/hf_golden.py --print-prompts MODEL_DIR        (no torch needed)
 
 Loads MODEL_DIR with transformers in float32 (eager attention, on the CPU), runs each token
 prompt alone (batch 1, no padding, use_cache=False) and writes OUT_DIR/golden.json with
-logits_<i>.bin and hidden_<i>.bin beside it: the format phase 0 reads (src/deploy/golden.c;
+logits_<i>.bin and hidden_<i>.bin beside it (a GGUF file is loaded by transformers'
+own GGUF reader, `gguf_file=`, which dequantizes and un-permutes independently of tessera): the
+format phase 0 reads (src/deploy/golden.c;
 tests/fixtures/hf/README.md describes it). MODEL_DIR is only read.
 
 Prompts. `tessera deploy MODEL --hf-python PYTHON` writes the exact token ids phase 0 compares
@@ -195,7 +197,58 @@ def read_prompts(path, vocab):
     return out
 
 
+def is_gguf(model):
+    """A GGUF file (tessera deploy takes one as MODEL): transformers reads it with gguf_file=,
+    dequantizing and undoing llama.cpp's Q/K row permutation itself."""
+    if not os.path.isfile(model):
+        return False
+    with open(model, "rb") as f:
+        return f.read(4) == b"GGUF"
+
+
+def read_gguf_config(path):
+    """vocab_size and bos_token_id of a GGUF (the `gguf` package, as transformers needs it)."""
+    try:
+        import gguf
+    except ImportError as e:
+        raise InputError(f"{path}: reading a GGUF needs the `gguf` package ({e}); {VENV_HELP}") from e
+    try:
+        r = gguf.GGUFReader(path)
+    except Exception as e:  # noqa: BLE001 - any parse failure is bad input
+        raise InputError(f"{path}: not a readable GGUF ({e})") from e
+    cfg = {}
+    for t in r.tensors:
+        if t.name == "token_embd.weight":
+            cfg["vocab_size"] = int(t.shape.tolist()[1])
+    f = r.fields.get("tokenizer.ggml.bos_token_id")
+    if f is not None:
+        bos = int(f.parts[f.data[0]][0])
+        if bos != 0xFFFFFFFF:
+            cfg["bos_token_id"] = bos
+    if "vocab_size" not in cfg:
+        raise InputError(f"{path}: no token_embd.weight tensor")
+    return cfg
+
+
+def load_model(model, torch):
+    """float32, eager attention, from an HF directory or a GGUF file."""
+    from transformers import AutoModelForCausalLM
+    kw = {"attn_implementation": "eager", dtype_kwarg(): torch.float32}
+    if is_gguf(model):
+        from transformers import AutoConfig
+        where = {"pretrained_model_name_or_path": os.path.dirname(os.path.abspath(model)),
+                 "gguf_file": os.path.basename(model)}
+        cfg = AutoConfig.from_pretrained(**where)
+        # llama.cpp writes "no padding token" as 0xffffffff, which transformers' embedding refuses
+        if cfg.pad_token_id is not None and not 0 <= cfg.pad_token_id < cfg.vocab_size:
+            cfg.pad_token_id = None
+        return AutoModelForCausalLM.from_pretrained(config=cfg, **where, **kw)
+    return AutoModelForCausalLM.from_pretrained(model, **kw)
+
+
 def read_config(model_dir):
+    if is_gguf(model_dir):
+        return read_gguf_config(model_dir)
     path = os.path.join(model_dir, "config.json")
     try:
         with open(path, encoding="utf-8") as f:
@@ -237,7 +290,6 @@ def main(argv=None):
         import numpy  # noqa: F401
         import torch
         import transformers
-        from transformers import AutoModelForCausalLM
     except ImportError as e:
         print(f"{me}: {sys.executable} cannot import torch/transformers/numpy ({e}); {VENV_HELP}", file=sys.stderr)
         return 3
@@ -246,8 +298,7 @@ def main(argv=None):
         torch.set_num_threads(args.threads)
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    model = AutoModelForCausalLM.from_pretrained(args.model, attn_implementation="eager",
-                                                 **{dtype_kwarg(): torch.float32})
+    model = load_model(args.model, torch)
     model.eval()
     if any(p.dtype != torch.float32 for p in model.parameters()):
         raise RuntimeError("the model did not load in float32")
