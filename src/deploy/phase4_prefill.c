@@ -76,25 +76,31 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     enum { DEC = 4 };
     int violations = 0, positions = 0;
     double t_gate = ts_now_s();
+    json_t *oprompts = json_array(), *source = NULL;
+    ts_prompt_classes cls = {0};
     if (!s) {
+        ts_prompt_set own;
+        const ts_prompt_set *ps;
+        char name[320];
         ts_ref *r = NULL;
         ts_cpu *fp = NULL;
         int V = c->n_vocab;
         float *la = malloc(sizeof(float) * TS_PHASE_PROMPT_MAX * (size_t)V);
         float *lb = malloc(sizeof(float) * TS_PHASE_PROMPT_MAX * (size_t)V);
         int32_t toks[TS_PHASE_PROMPT_MAX];
-        if (!la || !lb) s = ts_fail(err, TS_ERR_NOMEM, "phase 4: out of memory");
+        s = ts_phase_prompts(m, o->prompts, &own, &ps, err);
+        if (!s && (!la || !lb)) s = ts_fail(err, TS_ERR_NOMEM, "phase 4: out of memory");
         if (!s) s = ts_ref_new(m, TS_PHASE_PROMPT_MAX, &r, err);
         if (!s) s = ts_ref_set_threads(r, o->threads, err);
         if (!s) s = ts_cpu_new(m, TS_PHASE_PROMPT_MAX, &co, &fp, err);
         if (!s) s = ts_tiles_apply(fp, tiles, err);
         if (!s && out)
-            fprintf(out, "  final plan against the oracle on the phase-3 prompts (the last %d tokens of each as decode "
-                         "steps):\n", DEC);
+            fprintf(out, "  final plan against the oracle on the phase-3 prompts (%s; the last %d tokens of each as "
+                         "decode steps):\n", ps->text ? "text" : "random ids", DEC);
         for (int k = 0; k < TS_PHASE_PROMPTS && !s; k++) {
             int n = ts_phase_prompt_lens[k] < c->max_pos ? ts_phase_prompt_lens[k] : c->max_pos;
             int pre = n > DEC ? n - DEC : 1, dec = 0;
-            ts_phase_prompt_tokens(c, 0, k, toks, n);
+            ts_prompts_get(ps, 0, k, toks, n, name, sizeof name);
             ts_ref_reset(r), ts_cpu_reset(fp);
             if ((s = ts_ref_forward(r, toks, n, la, 1, NULL, err)) || (s = ts_cpu_forward(fp, toks, pre, lb, 1, NULL, err)))
                 break;
@@ -102,8 +108,15 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
             if (s) break;
             int viol = ts_phase_position_violations(la, lb, n, V, &dec);
             violations += viol, positions += n;
-            if (out) fprintf(out, "    prompt %d: %2d tokens, %2d decisive, violations %d\n", k, n, dec, viol);
+            ts_prompt_classes_prompt(&cls, n, dec);
+            if (out)
+                fprintf(out, "    prompt %d: %2d tokens (%s), %2d decisive, %2d competitive, violations %d\n", k, n, name,
+                        dec, n - dec, viol);
+            json_array_append_new(oprompts, json_pack("{s:i, s:s, s:i, s:i, s:i}", "tokens", n, "text", name, "decisive",
+                                                      dec, "competitive", n - dec, "violations", viol));
         }
+        if (!s) source = ts_prompts_json(ps);
+        ts_prompts_close(&own);
         ts_ref_free(r);
         ts_cpu_free(fp);
         free(la), free(lb);
@@ -112,6 +125,9 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     int pass = 1;
     if (!s) {
         if (out) {
+            char line[320];
+            ts_prompt_classes_line(&cls, line, sizeof line);
+            fprintf(out, "  oracle check %s\n", line);
             fprintf(out, "  where prefill time goes, final plan (per %d-token forward):\n", P);
             ts_measure_print_profile(out, final_prof);
             fprintf(out, "  gate: the final plan against the oracle (%d positions, %.1f s); timed rows (%d trials "
@@ -123,7 +139,7 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     ts_measurement_free(&fin);
     if (s) {
         json_decref(rep), json_decref(rows), json_decref(ttft), json_decref(gates), json_decref(tiles);
-        json_decref(base_prof), json_decref(final_prof), json_decref(placement);
+        json_decref(base_prof), json_decref(final_prof), json_decref(placement), json_decref(oprompts), json_decref(source);
         return s;
     }
     json_object_set_new(rep, "prefill_tokens", json_integer(P));
@@ -132,6 +148,9 @@ ts_status ts_phase4_run(const ts_model *m, const ts_perf_opts *o, json_t **repor
     json_object_set_new(rep, "autotune_ms", json_real(tune_ms));
     json_object_set_new(rep, "oracle_check_s", json_real(t_gate));
     json_object_set_new(rep, "oracle_positions", json_integer(positions));
+    json_object_set_new(rep, "prompt_source", source);
+    json_object_set_new(rep, "oracle_prompts", oprompts);
+    json_object_set_new(rep, "classes", ts_prompt_classes_json(&cls));
     json_object_set_new(rep, "tiles", tiles);
     json_object_set_new(rep, "placement", placement);
     json_object_set_new(rep, "trajectory", rows);

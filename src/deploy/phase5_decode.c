@@ -13,32 +13,46 @@
 
 /* Greedy lockstep of the final plan against the oracle: the phase-3 rule at the first
  * divergence, as many runs and tokens as phase 3 (fewer tokens when max_position_embeddings
- * leaves no room), on prompts of their own. */
+ * leaves no room), on prompts of their own (text when the model has a tokenizer). */
 static ts_status lockstep(const ts_model *m, const ts_perf_opts *o, const json_t *tiles, int copy, int *violations,
-                          int *gen_out, json_t *out_rows, ts_error *err) {
+                          int *gen_out, json_t *out_rows, json_t **source, ts_prompt_classes *cls, ts_error *err) {
     enum { R = TS_LOCKSTEP_RUNS };
     const ts_config *c = ts_model_config(m);
     ts_cpu *cp = NULL;
     ts_cpu_opts co = {.n_threads = o->threads, .force_variant = -1, .disable = ts_placement_mask(copy), .fault = o->fault};
     int32_t toks[R * TS_LOCKSTEP_PROMPT];
-    int same[R], viol[R];
+    char names[R][320];
+    ts_lockstep_run runs[R];
     int n0 = c->max_pos - 1 < TS_LOCKSTEP_PROMPT ? c->max_pos - 1 : TS_LOCKSTEP_PROMPT, gen = TS_LOCKSTEP_GEN;
     if (n0 < 1) n0 = 1;
     if (gen > c->max_pos - n0) gen = c->max_pos - n0;
     *gen_out = gen;
     *violations = 0;
-    if (gen < 1) return TS_OK; /* a one-position model has nothing to generate */
-    for (int k = 0; k < R; k++) ts_phase_prompt_tokens(c, 5, 300 + k, toks + k * n0, n0);
-    ts_status s = ts_cpu_new(m, n0 + gen + 1, &co, &cp, err);
+    ts_prompt_set own;
+    const ts_prompt_set *ps;
+    ts_status s = ts_phase_prompts(m, o->prompts, &own, &ps, err);
+    if (!s) *source = ts_prompts_json(ps);
+    if (!s && o->out && !ps->text) fprintf(o->out, "  lockstep prompts: random token ids: %s\n", ps->why);
+    for (int k = 0; k < R && !s; k++) ts_prompts_get(ps, 5, 300 + k, toks + k * n0, n0, names[k], sizeof names[k]);
+    ts_prompts_close(&own);
+    if (s || gen < 1) return s; /* a one-position model has nothing to generate */
+    s = ts_cpu_new(m, n0 + gen + 1, &co, &cp, err);
     if (!s && tiles) s = ts_tiles_apply(cp, tiles, err);
-    if (!s) s = ts_phase_lockstep(m, o->threads, cp, R, toks, n0, gen, same, viol, err);
+    if (!s) s = ts_phase_lockstep(m, o->threads, cp, R, toks, n0, gen, runs, err);
     for (int k = 0; k < R && !s; k++) {
-        *violations += viol[k];
+        const ts_lockstep_run *q = &runs[k];
+        *violations += q->violation;
+        ts_prompt_classes_run(cls, q->steps, q->decisive, q->diverged);
         if (o->out)
-            fprintf(o->out, "  lockstep %d (final plan vs oracle): %2d of %d greedy tokens identical%s\n", k, same[k], gen,
-                    same[k] < gen ? (viol[k] ? ", diverged outside top-5" : ", then a top-5 divergence") : "");
-        json_array_append_new(out_rows,
-                              json_pack("{s:i, s:i, s:b}", "identical_tokens", same[k], "tokens", gen, "violation", viol[k]));
+            fprintf(o->out, "  lockstep %d (final plan vs oracle, %s): %2d of %d greedy tokens identical%s; the oracle's "
+                            "picks %d decisive, %d competitive\n", k, names[k], q->same, gen,
+                    q->same < gen ? (q->violation ? ", diverged outside top-5" : ", then a top-5 divergence") : "",
+                    q->decisive, q->steps - q->decisive);
+        json_t *row = json_pack("{s:i, s:i, s:b, s:s, s:i, s:i}", "identical_tokens", q->same, "tokens", gen, "violation",
+                                q->violation, "text", names[k], "decisive_steps", q->decisive, "competitive_steps",
+                                q->steps - q->decisive);
+        if (q->diverged >= 0) json_object_set_new(row, "diverged_at", json_string(q->diverged ? "decisive" : "competitive"));
+        json_array_append_new(out_rows, row);
     }
     ts_cpu_free(cp);
     return s;
@@ -97,10 +111,15 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     }
     int viol = 0, gen = 0, pass = 1;
     double t_lock = ts_now_s();
-    if (!s) s = lockstep(m, o, tiles, copy, &viol, &gen, lock, err);
+    json_t *source = NULL;
+    ts_prompt_classes cls = {0};
+    if (!s) s = lockstep(m, o, tiles, copy, &viol, &gen, lock, &source, &cls, err);
     t_lock = ts_now_s() - t_lock;
     if (!s) {
         if (out) {
+            char line[320];
+            ts_prompt_classes_line(&cls, line, sizeof line);
+            fprintf(out, "  lockstep %s\n", line);
             fprintf(out, "  where decode time goes, final plan (per token):\n");
             ts_measure_print_profile(out, final_prof);
             fprintf(out, "  gate: %d greedy lockstep runs of %d tokens against the oracle (%.1f s); timed rows (%d trials "
@@ -112,7 +131,7 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     ts_measurement_free(&fin);
     if (s) {
         json_decref(rep), json_decref(rows), json_decref(ctxs), json_decref(gates), json_decref(lock);
-        json_decref(base_prof), json_decref(final_prof);
+        json_decref(base_prof), json_decref(final_prof), json_decref(source);
         return s;
     }
     json_object_set_new(rep, "context", json_integer(C0));
@@ -123,7 +142,9 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     json_object_set_new(rep, "peak_read_gbs", json_real(pk.read_gbs));
     json_object_set_new(rep, "trajectory", rows);
     json_object_set_new(rep, "contexts", ctxs);
+    json_object_set_new(rep, "prompt_source", source);
     json_object_set_new(rep, "lockstep", lock);
+    json_object_set_new(rep, "classes", ts_prompt_classes_json(&cls));
     json_object_set_new(rep, "lockstep_s", json_real(t_lock));
     json_object_set_new(rep, "profile_baseline", base_prof);
     json_object_set_new(rep, "profile_final", final_prof);

@@ -91,6 +91,20 @@ static void check_hashes(ts_eval_checks *k, const json_t *model, const char *dir
     free(parent);
 }
 
+static long long count(const json_t *cls, const char *group, const char *which) {
+    return (long long)json_integer_value(json_object_get(json_object_get(cls, group), which));
+}
+
+/* " (text prompts, decisive / competitive: positions D / C, ...)" from a phase-3 report. */
+static void class_line(const json_t *cls, const char *kind, char *buf, size_t len) {
+    snprintf(buf, len, " (%s prompts, decisive / competitive: positions %lld / %lld, prompts %lld / %lld, lockstep "
+             "steps %lld / %lld, divergences at %lld / %lld)", kind ? kind : "unknown",
+             count(cls, "positions", "decisive"), count(cls, "positions", "competitive"),
+             count(cls, "prompts", "decisive"), count(cls, "prompts", "competitive"),
+             count(cls, "lockstep_steps", "decisive"), count(cls, "lockstep_steps", "competitive"),
+             count(cls, "lockstep_divergences", "decisive"), count(cls, "lockstep_divergences", "competitive"));
+}
+
 /* Greedy generation twice from fresh sessions of the deployed plan (its tiles and weight
  * placement) must give the same ids. */
 static void determinism(ts_eval_checks *k, const ts_model *m, const json_t *man, int threads, uint64_t seed) {
@@ -132,6 +146,43 @@ static void determinism(ts_eval_checks *k, const ts_model *m, const json_t *man,
     free(lg);
     if (memcmp(runs[0], runs[1], sizeof runs[0]) == 0) ts_eval_note(k, 0, "greedy output byte-identical across two runs (%d tokens)", G);
     else ts_eval_note(k, 2, "greedy output differs between two runs: the target is not deterministic");
+}
+
+/* The prompts of the re-derived phase 3, from the same source as the deployment's (its phase-3
+ * report, else phase 4's or 5's): text re-tokenized here with the model's tokenizer and held to
+ * the recorded fingerprint (no ids are taken from the deployment), or random ids. A tokenizer
+ * gone or changed since deployment is a warning: the gates still re-derive, on other prompts. */
+static ts_status eval_prompts(ts_eval_checks *k, const ts_model *m, json_t *const reports[TS_N_PHASES],
+                              ts_prompt_set *ps, ts_error *err) {
+    const json_t *rec = NULL;
+    for (int p = 3; p <= 5 && !rec; p++) rec = json_object_get(reports[p], "prompt_source");
+    const char *kind = json_string_value(json_object_get(rec, "kind"));
+    const char *fp = json_string_value(json_object_get(rec, "fingerprint"));
+    char why[400];
+    if (kind && !strcmp(kind, "random ids")) {
+        const char *rwhy = json_string_value(json_object_get(rec, "why"));
+        snprintf(why, sizeof why, "as deployed (%s)", rwhy ? rwhy : "no reason recorded");
+        ts_status s = ts_prompts_open(m, why, ps, err);
+        if (!s) ts_eval_note(k, TS_EVAL_OK, "prompts: random token ids, %s", why);
+        return s;
+    }
+    ts_status s = ts_prompts_open(m, NULL, ps, err);
+    if (s) return s;
+    if (!kind)
+        ts_eval_note(k, TS_EVAL_OK, "prompts: %s (the deployment records no prompt source)",
+                     ps->text ? "text through the model's tokenizer" : "random token ids");
+    else if (strcmp(kind, "text"))
+        ts_eval_note(k, TS_EVAL_FAIL, "prompts: the deployment records an unknown prompt source \"%s\"", kind);
+    else if (!ps->text)
+        ts_eval_note(k, TS_EVAL_WARN, "prompts: the deployment ran on text prompts, but now %s: the gates are "
+                     "re-derived on random token ids", ps->why);
+    else if (!fp || strcmp(fp, ps->fingerprint))
+        ts_eval_note(k, TS_EVAL_WARN, "prompts: the model's tokenizer encodes the prompt texts differently than at "
+                     "deployment (fingerprint %s, recorded %s): the tokenizer changed", ps->fingerprint, fp ? fp : "none");
+    else
+        ts_eval_note(k, TS_EVAL_OK, "prompts: text, re-tokenized with the model's tokenizer as at deployment "
+                     "(fingerprint %s)", ps->fingerprint);
+    return TS_OK;
 }
 
 /* The baseline's manifest, refused unless it is a deployment of the same model. */
@@ -179,7 +230,7 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     check_hashes(&k, model, mdir);
     int same_kernels = check_kernels(&k, man);
     ts_eval_audit_thresholds(&k, man);
-    json_t *reports[TS_N_PHASES] = {0}, *got = json_array();
+    json_t *reports[TS_N_PHASES] = {0}, *got = json_array(), *prompts = json_object();
     ts_eval_recorded_gates(&k, man, dir, reports);
     ts_model *m = NULL;
     ts_error e;
@@ -201,18 +252,31 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
                 json_int_t t = json_integer_value(json_object_get(pr, "tokens"));
                 if (t > 0 && t <= (1 << 20) && n_sizes < TS_PERF_MAX_SIZES) sizes[n_sizes++] = (int)t;
             }
+        ts_prompt_set ps = {0};
+        ts_status pst = eval_prompts(&k, m, reports, &ps, &e);
+        if (pst) ts_eval_note(&k, TS_EVAL_FAIL, "prompts could not be prepared: %s", e.msg);
         ts_phase_opts po = {.out = NULL, .threads = threads, .seed = o->seed, .prefill_sizes = sizes,
-                            .n_prefill_sizes = n_sizes};
+                            .n_prefill_sizes = n_sizes, .prompts = pst ? NULL : &ps};
         ts_status (*run[3])(const ts_model *, const ts_phase_opts *, json_t **, ts_error *) = {
             ts_phase1_run, ts_phase2_run, ts_phase3_run};
         for (int p = 0; p < 3; p++) {
             json_t *rep = NULL;
-            ts_status ps = run[p](m, &po, &rep, &e);
-            if (ps == TS_OK) ts_eval_note(&k, TS_EVAL_OK, "phase %d gate re-derived on new inputs: pass", p + 1);
-            else if (ps == TS_ERR_GATE) ts_eval_note(&k, TS_EVAL_FAIL, "phase %d gate re-derived on new inputs: FAIL", p + 1);
+            ts_status rs = run[p](m, &po, &rep, &e);
+            char cl[400] = "";
+            if (p == 2 && rep) { /* what the re-derived phase 3 ran on, for phase7.json and the line */
+                const json_t *src = json_object_get(rep, "prompt_source");
+                json_object_set(prompts, "source", (json_t *)src);
+                json_object_set(prompts, "classes", json_object_get(rep, "classes"));
+                json_object_set(prompts, "prompts", json_object_get(rep, "prompts"));
+                json_object_set(prompts, "lockstep", json_object_get(rep, "lockstep"));
+                class_line(json_object_get(rep, "classes"), json_string_value(json_object_get(src, "kind")), cl, sizeof cl);
+            }
+            if (rs == TS_OK) ts_eval_note(&k, TS_EVAL_OK, "phase %d gate re-derived on new inputs: pass%s", p + 1, cl);
+            else if (rs == TS_ERR_GATE) ts_eval_note(&k, TS_EVAL_FAIL, "phase %d gate re-derived on new inputs: FAIL%s", p + 1, cl);
             else ts_eval_note(&k, TS_EVAL_FAIL, "phase %d could not run: %s", p + 1, e.msg);
             json_decref(rep);
         }
+        ts_prompts_close(&ps);
         determinism(&k, m, man, threads, o->seed);
         if (json_is_object(perf)) ts_eval_remeasure(&k, m, man, perf_threads, same_kernels, reports[4], reports[5], got);
     }
@@ -243,6 +307,7 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
                             *verdict != TS_VERDICT_FAIL, "failed", k.fails, "warnings", k.warns, "seed",
                             (json_int_t)o->seed, "checks", k.rows, "remeasured", got);
     if (cmp) json_object_set_new(rep, "baseline", cmp);
+    json_object_set_new(rep, "prompts", prompts);
     json_object_set_new(rep, "gates", json_pack("[{s:s, s:i, s:s, s:i, s:b}]", "metric", "failed_checks", "measured",
                                                 k.fails, "op", "<=", "threshold", 0, "pass", k.fails == 0));
     char *jpath = ts_path_join(dir, "phase7.json");

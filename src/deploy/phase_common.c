@@ -1,8 +1,12 @@
-/* What phases 1-5 share: their seeded inputs (random activations, token prompts) and the way a
- * phase report is closed. */
+/* What phases 1-5 share: their seeded inputs (random activations, token prompts), the model's
+ * tokenizer for the text prompts, and the way a phase report is closed. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "core/error.h"
 #include "deploy/phases.h"
+#include "io/mmap.h"
 
 const int ts_phase_prompt_lens[TS_PHASE_PROMPTS] = {8, 16, 24, 32, 48, TS_PHASE_PROMPT_MAX};
 
@@ -28,3 +32,22 @@ void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t
     if (c->bos_id >= 0 && n > 0) t[0] = c->bos_id;
 }
 
+
+/* A Hugging Face model directory's tokenizer.json; the one place to teach another model format
+ * (a GGUF's own vocabulary) where its tokenizer lives. */
+ts_status ts_phase_model_tokenizer(const ts_model *m, ts_tok **out, ts_error *err) {
+    *out = NULL;
+    char *path = ts_path_join(m->dir, "tokenizer.json");
+    if (!path) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    int has = ts_file_exists(path);
+    free(path);
+    /* The directory, not the file: the tokenizer reads bos/eos from the configs beside it. */
+    return has ? ts_tok_load(m->dir, out, err) : TS_OK;
+}
+
+ts_status ts_phase_prompts(const ts_model *m, const ts_prompt_set *given, ts_prompt_set *own,
+                           const ts_prompt_set **use, ts_error *err) {
+    memset(own, 0, sizeof *own);
+    *use = given ? given : own;
+    return given ? TS_OK : ts_prompts_open(m, NULL, own, err);
+}

@@ -10,6 +10,7 @@
 
 #include "deploy/measure.h"
 #include "deploy/phase0.h"
+#include "deploy/prompts.h"
 #include "model/model.h"
 #include "target/cpu/cpu_target.h"
 
@@ -24,6 +25,7 @@ typedef struct ts_phase_opts {
     const int *prefill_sizes;  /* phase 1: the prompt lengths the deployment measures (phase 4's
                                 * trajectory and TTFT sizes); none: phase 4's defaults */
     int n_prefill_sizes;       /* at most TS_PERF_MAX_SIZES + 1 are used */
+    const ts_prompt_set *prompts; /* phase 3's prompts; NULL: the phase opens the model's own */
 } ts_phase_opts;
 
 /* Each returns TS_ERR_GATE when its gate fails (*report is still set), other errors as they
@@ -57,6 +59,7 @@ typedef struct ts_perf_opts {
     int decode_tokens;            /* tokens per decode trial */
     int weights;                  /* phase 4's placement: -1 probe, 0 mmap, 1 copy (--weights) */
     const ts_cpu_fault *fault;
+    const ts_prompt_set *prompts; /* the oracle checks' prompts; NULL: the phase opens the model's own */
 } ts_perf_opts;
 
 /* Defaults: 5 trials, trajectory at 128 tokens, TTFT at 128 and 512, decode contexts 128 and
@@ -116,8 +119,16 @@ extern const int ts_phase_prompt_lens[TS_PHASE_PROMPTS];
 #define TS_LOCKSTEP_PROMPT 8
 #define TS_LOCKSTEP_GEN 32
 
-/* Prompt k of the built-in token-id prompt set for a seed (BOS first when the model has one). */
+/* Prompt k of the built-in token-id prompt set for a seed (BOS first when the model has one):
+ * the random ids of models without a tokenizer (prompts.h), and the timing inputs. */
 void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t, int n);
+/* The model's tokenizer, the one place the phases get it from (caller frees *out with
+ * ts_tok_free): TS_OK with *out = NULL when the model has none; an error when it has one that
+ * does not load. */
+ts_status ts_phase_model_tokenizer(const ts_model *m, ts_tok **out, ts_error *err);
+/* The prompt set of opts (borrowed into *use), or the model's own opened into *own. */
+ts_status ts_phase_prompts(const ts_model *m, const ts_prompt_set *given, ts_prompt_set *own,
+                           const ts_prompt_set **use, ts_error *err);
 /* Uniform in [-1, 1) from a xorshift state (phase 1's random activations). */
 float ts_phase_frand(uint64_t *s);
 /* Sets phase, gates and pass on a report, prints the verdict line; returns rep. */
@@ -129,14 +140,23 @@ json_t *ts_phase_finish(json_t *rep, json_t *gates, int phase, int pass, FILE *o
  * that break it; *decisive (may be NULL): the decisive positions. */
 int ts_phase_position_violations(const float *lr, const float *lc, int n, int V, int *decisive);
 
+/* One greedy lockstep run (ts_phase_lockstep). */
+typedef struct ts_lockstep_run {
+    int same;      /* identical greedy tokens */
+    int violation; /* the first divergence broke the phase-3 rule, or the cpu logits were not finite */
+    int steps;     /* the oracle's greedy picks (gen) */
+    int decisive;  /* of those, made where its top-1 probability > decisive_prob */
+    int diverged;  /* -1: no divergence; else 1 (decisive) or 0 (competitive): the oracle's position there */
+} ts_lockstep_run;
+
 /* R greedy lockstep runs of the cpu target against the oracle from prompts (R x n tokens), up
- * to gen tokens each: same[k] identical tokens, then violation[k] when the first divergence
- * breaks the phase-3 rule (each argmax in the other's top-k) or the cpu logits are not finite.
- * The oracle's greedy runs go first, all R together (ts_ref_decode_batch: the weights are read
+ * to gen tokens each: identical tokens, then a violation when the first divergence breaks the
+ * phase-3 rule (each argmax in the other's top-k) or the cpu logits are not finite. The
+ * oracle's greedy runs go first, all R together (ts_ref_decode_batch: the weights are read
  * once per step for every run, on `threads` threads); the cpu then follows each run. At a
  * divergence the oracle's logits there are recomputed by a prefill of its run so far
  * (bit-identical to its decode), so only its tokens are kept. */
 ts_status ts_phase_lockstep(const ts_model *m, int threads, ts_cpu *cp, int R, const int32_t *prompts, int n, int gen,
-                            int *same, int *violation, ts_error *err);
+                            ts_lockstep_run *runs, ts_error *err);
 
 #endif
