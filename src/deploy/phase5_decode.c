@@ -33,7 +33,7 @@ static ts_status lockstep(const ts_model *m, const ts_perf_opts *o, const json_t
     ts_status s = ts_phase_prompts(m, o->prompts, &own, &ps, err);
     if (!s) *source = ts_prompts_json(ps);
     if (!s && o->out && !ps->text) fprintf(o->out, "  lockstep prompts: random token ids: %s\n", ps->why);
-    for (int k = 0; k < R && !s; k++) ts_prompts_get(ps, 5, 300 + k, toks + k * n0, n0, names[k], sizeof names[k]);
+    for (int k = 0; k < R && !s; k++) ts_prompts_get(ps, 0, 300 + k, toks + k * n0, n0, names[k], sizeof names[k]);
     ts_prompts_close(&own);
     if (s || gen < 1) return s; /* a one-position model has nothing to generate */
     s = ts_cpu_new(m, n0 + gen + 1, &co, &cp, err);

@@ -250,6 +250,12 @@ ts_status ts_prompts_open(const ts_model *m, const char *force_random, ts_prompt
     return TS_OK;
 }
 
+const char *ts_prompt_text(int i, const char **name) {
+    if (i < 0 || i >= TS_PROMPT_TEXTS) return NULL;
+    if (name) *name = k_texts[i].name;
+    return k_texts[i].text;
+}
+
 void ts_prompts_close(ts_prompt_set *p) {
     for (int i = 0; i < TS_PROMPT_TEXTS; i++) free(p->ids[i]), p->ids[i] = NULL;
     ts_tok_free(p->tok);

@@ -30,10 +30,13 @@ typedef struct ts_prompt_set {
  * evaluator following a deployment that ran on random ids). */
 ts_status ts_prompts_open(const ts_model *m, const char *force_random, ts_prompt_set *p, ts_error *err);
 void ts_prompts_close(ts_prompt_set *p);
+/* Text i of the table (0 <= i < TS_PROMPT_TEXTS) and its name, for tests and tools. */
+const char *ts_prompt_text(int i, const char **name);
 
-/* Prompt k (the numbering of ts_phase_prompt_tokens) of n tokens for a seed: text k's first n
- * tokens, the seed rotating which text each k takes (0: deploy's set; any other seed another
- * one). A text shorter than n is joined with the next ones and encoded again. name (len
+/* Prompt k of n tokens: phase 3's prompts are k 0-5, its lockstep prompts 100-107, phase 5's
+ * 300-307, each group on texts of its own; seed 0 is deploy's set, the evaluator's seed rotates
+ * the texts (random ids: ts_phase_prompt_tokens(c, seed, k)). The prompt is the text's first
+ * n tokens; a text shorter than n is joined with the next ones and encoded again. name (len
  * bytes): the text(s), "random ids", or why this prompt fell back to random ids. */
 void ts_prompts_get(const ts_prompt_set *p, uint64_t seed, int k, int32_t *t, int n, char *name, size_t len);
 
