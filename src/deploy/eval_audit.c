@@ -181,6 +181,40 @@ static void lockstep_rows(ts_eval_checks *k, const char *phase, const json_t *re
     }
 }
 
+/* A report's class counts (prompts.h) against the rows they summarize, recounted by the code
+ * that counted them: the position prompts' decisive/competitive positions, the lockstep runs'
+ * greedy steps and divergences. Reports from before the counts have none to check. */
+static int count_of(const json_t *r, const char *key) { /* a tampered row: -1, never UB */
+    double v = ts_eval_num(r, key);
+    return isfinite(v) && fabs(v) < 1e9 ? (int)v : -1;
+}
+
+static void class_rows(ts_eval_checks *k, const char *phase, const json_t *rep, const char *prompt_rows) {
+    const json_t *cls = json_object_get(rep, "classes"), *r;
+    if (!cls) return;
+    ts_prompt_classes want = {0};
+    size_t i;
+    json_array_foreach(prompt_rows ? json_object_get(rep, prompt_rows) : NULL, i, r)
+        ts_prompt_classes_prompt(&want, count_of(r, "decisive") + count_of(r, "competitive"), count_of(r, "decisive"));
+    json_array_foreach(json_object_get(rep, "lockstep"), i, r) {
+        const char *at = str(r, "diverged_at");
+        int dec = count_of(r, "decisive_steps");
+        ts_prompt_classes_run(&want, dec + count_of(r, "competitive_steps"), dec,
+                              !*at ? -1 : !strcmp(at, "decisive"));
+    }
+    json_t *got = ts_prompt_classes_json(&want);
+    const char *groups[5] = {"positions", "prompts", "lockstep_steps", "lockstep_runs", "lockstep_divergences"};
+    for (int g = 0; g < 5; g++) {
+        const json_t *a = json_object_get(cls, groups[g]), *b = json_object_get(got, groups[g]);
+        if (!a) continue;
+        if (!b || !json_equal(a, b))
+            ts_eval_note(k, TS_EVAL_FAIL, "%s classes.%s: recorded %g decisive / %g competitive, its rows give %g / %g",
+                         phase, groups[g], ts_eval_num(a, "decisive"), ts_eval_num(a, "competitive"),
+                         ts_eval_num(b, "decisive"), ts_eval_num(b, "competitive"));
+    }
+    json_decref(got);
+}
+
 void ts_eval_recorded_gates(ts_eval_checks *k, const json_t *man, const char *dir, json_t *reports[TS_N_PHASES]) {
     const json_t *gates = json_object_get(man, "gates");
     int fails0 = k->fails, rows = 0, all = 1, n = 0;
@@ -227,11 +261,16 @@ void ts_eval_recorded_gates(ts_eval_checks *k, const json_t *man, const char *di
                     sum_of(json_object_get(rep, "prompts"), "violations"), "prompts");
             summary(k, phase, json_object_get(rep, "gates"), "lockstep_violations",
                     sum_of(json_object_get(rep, "lockstep"), "violation"), "lockstep runs");
+            class_rows(k, phase, rep, "prompts");
         }
-        if (p == 4) perf_rows(k, phase, rep, "ttft", "tokens", ts_eval_num(rep, "prefill_tokens"), "prefill_tok_s");
+        if (p == 4) {
+            perf_rows(k, phase, rep, "ttft", "tokens", ts_eval_num(rep, "prefill_tokens"), "prefill_tok_s");
+            class_rows(k, phase, rep, "oracle_prompts");
+        }
         if (p == 5) {
             perf_rows(k, phase, rep, "contexts", NULL, ts_eval_num(rep, "decode_tokens"), "decode_tok_s");
             lockstep_rows(k, phase, rep);
+            class_rows(k, phase, rep, NULL);
         }
     }
     if (!n) ts_eval_note(k, TS_EVAL_FAIL, "manifest records no gates");

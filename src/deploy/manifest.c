@@ -202,6 +202,42 @@ static void perf_md(FILE *f, const json_t *p4, const json_t *p5) {
     }
 }
 
+static long long count(const json_t *cls, const char *group, const char *which) {
+    return (long long)json_integer_value(json_object_get(json_object_get(cls, group), which));
+}
+
+/* What the oracle checks of phases 3-5 ran on: text or random ids, and how many positions,
+ * prompts and greedy steps fell in each class of the phase-3 rule. */
+static void prompts_md(FILE *f, json_t *const reports[TS_N_PHASES]) {
+    static const char *what[3] = {"3 model: prompts and lockstep", "4 prefill: final plan on the phase-3 prompts",
+                                  "5 decode: lockstep"};
+    int any = 0;
+    for (int p = 3; p <= 5; p++) {
+        const json_t *src = json_object_get(reports[p], "prompt_source"), *cls = json_object_get(reports[p], "classes");
+        if (!src) continue;
+        if (!any++)
+            fprintf(f, "\n## Test prompts\n\nDecisive: the oracle's top-1 probability > %g (same top-1 required); "
+                       "competitive: the rest (mutual top-5). A prompt or lockstep run counts in the class of most of "
+                       "its positions.\n\n| phase | prompts | positions (decisive / competitive) | prompts | "
+                       "lockstep steps | lockstep runs | divergences at |\n|---|---|---|---|---|---|---|\n",
+                    json_number_value(json_object_get(cls, "decisive_prob")));
+        const char *kind = json_string_value(json_object_get(src, "kind"));
+        char source[600];
+        if (kind && !strcmp(kind, "text"))
+            snprintf(source, sizeof source, "text (the model's tokenizer, fingerprint %s)",
+                     json_string_value(json_object_get(src, "fingerprint")));
+        else snprintf(source, sizeof source, "random ids: %s", json_string_value(json_object_get(src, "why")));
+        fprintf(f, "| %s | %s |", what[p - 3], source);
+        const char *groups[5] = {"positions", "prompts", "lockstep_steps", "lockstep_runs", "lockstep_divergences"};
+        for (int i = 0; i < 5; i++) {
+            if (json_object_get(cls, groups[i]))
+                fprintf(f, " %lld / %lld |", count(cls, groups[i], "decisive"), count(cls, groups[i], "competitive"));
+            else fprintf(f, " - |");
+        }
+        fprintf(f, "\n");
+    }
+}
+
 static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHASES], const json_t *man,
                       const json_t *diag) {
     static const char *names[TS_N_PHASES] = {"oracle", "kernels", "block", "model", "prefill", "decode",
@@ -255,6 +291,7 @@ static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHA
     for (int p = 0; p < TS_N_PHASES; p++)
         if (!reports[p] && p < 6) fprintf(f, "%s%d %s", any++ ? ", " : "", p, names[p]);
     fprintf(f, "%s.\n", any ? "" : "none");
+    prompts_md(f, reports);
     perf_md(f, reports[4], reports[5]);
     if (diag) ts_diagnosis_markdown(diag, f);
 }
@@ -280,10 +317,14 @@ ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *cons
         ts_phase_verdict v = ts_phase_verdict_of(reports[p]);
         all &= v == TS_PHASE_PASS; /* a gate that compared nothing is not a passed gate */
         if (v == TS_PHASE_NOT_COMPARED) json_array_append_new(not_compared, json_string(key));
-        json_object_set_new(gates, key, json_pack("{s:o, s:s, s:O}", "pass",
-                                                  v == TS_PHASE_NOT_COMPARED ? json_null() : json_boolean(v == TS_PHASE_PASS),
-                                                  "verdict", ts_phase_verdict_name(v), "gates",
-                                                  json_object_get(reports[p], "gates")));
+        json_t *g = json_pack("{s:o, s:s, s:O}", "pass",
+                              v == TS_PHASE_NOT_COMPARED ? json_null() : json_boolean(v == TS_PHASE_PASS), "verdict",
+                              ts_phase_verdict_name(v), "gates", json_object_get(reports[p], "gates"));
+        /* What the oracle checks of phases 3-5 ran on, beside their gates. */
+        const char *keep[2] = {"prompt_source", "classes"};
+        for (int i = 0; i < 2; i++)
+            if (json_object_get(reports[p], keep[i])) json_object_set(g, keep[i], json_object_get(reports[p], keep[i]));
+        json_object_set_new(gates, key, g);
     }
     json_object_set_new(man, "gates", gates);
     json_object_set_new(man, "all_gates_passed", json_boolean(all));

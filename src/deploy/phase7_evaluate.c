@@ -98,7 +98,8 @@ static long long count(const json_t *cls, const char *group, const char *which) 
 /* " (text prompts, decisive / competitive: positions D / C, ...)" from a phase-3 report. */
 static void class_line(const json_t *cls, const char *kind, char *buf, size_t len) {
     snprintf(buf, len, " (%s prompts, decisive / competitive: positions %lld / %lld, prompts %lld / %lld, lockstep "
-             "steps %lld / %lld, divergences at %lld / %lld)", kind ? kind : "unknown",
+             "steps %lld / %lld, divergences at %lld / %lld)",
+             !kind ? "unknown" : !strcmp(kind, "random ids") ? "random-id" : kind,
              count(cls, "positions", "decisive"), count(cls, "positions", "competitive"),
              count(cls, "prompts", "decisive"), count(cls, "prompts", "competitive"),
              count(cls, "lockstep_steps", "decisive"), count(cls, "lockstep_steps", "competitive"),
@@ -106,8 +107,10 @@ static void class_line(const json_t *cls, const char *kind, char *buf, size_t le
 }
 
 /* Greedy generation twice from fresh sessions of the deployed plan (its tiles and weight
- * placement) must give the same ids. */
-static void determinism(ts_eval_checks *k, const ts_model *m, const json_t *man, int threads, uint64_t seed) {
+ * placement) must give the same ids; the prompt from the evaluation's prompts (ps, or random ids
+ * when NULL). */
+static void determinism(ts_eval_checks *k, const ts_model *m, const json_t *man, int threads, uint64_t seed,
+                        const ts_prompt_set *ps) {
     const json_t *target = json_object_get(man, "target");
     int copy;
     ts_error pe;
@@ -130,7 +133,9 @@ static void determinism(ts_eval_checks *k, const ts_model *m, const json_t *man,
             free(lg);
             return;
         }
-        for (int i = 0; i < P; i++) runs[r][i] = (int32_t)((seed * 131 + (uint64_t)i * 977) % (uint64_t)c->n_vocab);
+        char name[320];
+        if (ps) ts_prompts_get(ps, seed, 400, runs[r], P, name, sizeof name);
+        else ts_phase_prompt_tokens(c, seed, 400, runs[r], P);
         ts_status s = ts_cpu_forward(cp, runs[r], P, lg, 0, NULL, &e);
         for (int g = 0; g < G && !s; g++) {
             runs[r][P + g] = ts_argmax(lg, c->n_vocab);
@@ -276,8 +281,8 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
             else ts_eval_note(&k, TS_EVAL_FAIL, "phase %d could not run: %s", p + 1, e.msg);
             json_decref(rep);
         }
+        determinism(&k, m, man, threads, o->seed, pst ? NULL : &ps);
         ts_prompts_close(&ps);
-        determinism(&k, m, man, threads, o->seed);
         if (json_is_object(perf)) ts_eval_remeasure(&k, m, man, perf_threads, same_kernels, reports[4], reports[5], got);
     }
     if (!json_is_object(perf))
