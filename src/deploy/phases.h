@@ -109,8 +109,8 @@ typedef struct ts_eval_opts {
 ts_status ts_evaluate(const char *deploy_dir, const ts_eval_opts *o, ts_verdict *verdict, ts_error *err);
 
 /* ---- shared by the phases ---- */
-/* The phase-3 test set, which phases 4-5 hold their final plans to as well: token prompts of
- * these lengths, every position compared (ts_phase_position_violations), and greedy lockstep
+/* The phase-3 test set, which phases 4-5 hold their final plans to as well: prompts (text
+ * through the model's tokenizer, else random ids: prompts.h) of these lengths, every position compared (ts_phase_position_violations), and greedy lockstep
  * runs of TS_LOCKSTEP_GEN tokens from TS_LOCKSTEP_PROMPT-token prompts (ts_phase_lockstep). */
 #define TS_PHASE_PROMPTS 6
 #define TS_PHASE_PROMPT_MAX 64
