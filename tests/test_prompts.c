@@ -61,13 +61,14 @@ static void with_tokenizer(const char *preset, int vocab, const char *tokdir, in
     CHECK(ts_prompts_open(m, NULL, &p, &err) == TS_OK, "%s", err.msg);
     CHECK(p.text == 1, "%s: random ids: %s", tokdir, p.why);
     if (!p.text) goto out;
-    CHECK(ts_tok_bos(p.tok) == want_bos, "%s: BOS %d, expected %d", tokdir, ts_tok_bos(p.tok), want_bos);
+    CHECK(ts_tok_bos(p.tok) == want_bos && ts_tok_add_bos(p.tok) == (want_bos >= 0), "%s: BOS %d, expected %d", tokdir,
+          ts_tok_bos(p.tok), want_bos);
     /* Phase 3's first prompt: the first text's first 8 tokens, exactly as the tokenizer gives. */
     const char *name, *text = ts_prompt_text(0, &name);
     int32_t *ids = NULL, t[TS_PHASE_PROMPT_MAX];
     int n = 0;
     char got[320];
-    CHECK(ts_tok_encode(p.tok, text, strlen(text), 1, &ids, &n, &err) == TS_OK, "%s", err.msg);
+    CHECK(ts_tok_encode(p.tok, text, strlen(text), ts_tok_add_bos(p.tok), &ids, &n, &err) == TS_OK, "%s", err.msg);
     ts_prompts_get(&p, 0, 0, t, 8, got, sizeof got);
     CHECK(!strcmp(got, name) && n >= 8 && !memcmp(t, ids, sizeof(int32_t) * 8), "prompt 0 is %s, not the first 8 tokens of %s",
           got, name);

@@ -12,7 +12,9 @@
 #include "deploy/gates.h"
 #include "deploy/phases.h"
 
-/* Each text gives at least TS_PHASE_PROMPT_MAX (64) tokens with the Llama-3 and Qwen
+/* A prompt is what `tessera run` would feed the model for the text: BOS first when the
+ * tokenizer says to add one (ts_tok_add_bos: a tokenizer.json that names a BOS, a GGUF's
+ * add_bos_token). Each text gives at least TS_PHASE_PROMPT_MAX (64) tokens with the Llama-3 and Qwen
  * tokenizers (tests/test_prompts.c), so a prompt is one text's first tokens. Phase 3's position
  * prompts take texts 0-5, its lockstep prompts 6-13 and phase 5's lockstep prompts 14-21, so
  * each test starts from text of its own; the order mixes kinds within each group. */
@@ -227,7 +229,7 @@ ts_status ts_prompts_open(const ts_model *m, const char *force_random, ts_prompt
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over (count, ids) of every text */
     for (int i = 0; i < TS_PROMPT_TEXTS; i++) {
         const char *txt = k_texts[i].text;
-        ts_status s = ts_tok_encode(tok, txt, strlen(txt), 1, &p->ids[i], &p->n_ids[i], &e);
+        ts_status s = ts_tok_encode(tok, txt, strlen(txt), ts_tok_add_bos(tok), &p->ids[i], &p->n_ids[i], &e);
         if (s == TS_ERR_NOMEM) {
             ts_prompts_close(p);
             return ts_fail(err, s, "%s", e.msg);
@@ -278,7 +280,7 @@ static int32_t *joined(const ts_prompt_set *p, int i, int n, int *got, int *used
         ts_error e;
         free(ids);
         ids = NULL;
-        if (ts_tok_encode(p->tok, buf, sz, 1, &ids, got, &e)) {
+        if (ts_tok_encode(p->tok, buf, sz, ts_tok_add_bos(p->tok), &ids, got, &e)) {
             snprintf(why, len, "%.150s", e.msg);
             break;
         }
@@ -325,7 +327,7 @@ void ts_prompts_get(const ts_prompt_set *p, uint64_t seed, int k, int32_t *t, in
 
 json_t *ts_prompts_json(const ts_prompt_set *p) {
     if (!p->text) return json_pack("{s:s, s:s}", "kind", "random ids", "why", p->why);
-    int32_t bos = ts_tok_bos(p->tok);
+    int32_t bos = ts_tok_add_bos(p->tok) ? ts_tok_bos(p->tok) : -1;
     return json_pack("{s:s, s:i, s:o, s:i, s:s}", "kind", "text", "vocab", ts_tok_n_vocab(p->tok), "bos",
                      bos >= 0 ? json_integer(bos) : json_null(), "texts", TS_PROMPT_TEXTS, "fingerprint",
                      p->fingerprint);

@@ -19,7 +19,7 @@ typedef struct ts_prompt_set {
     char why[480];              /* random ids: why (no tokenizer, ids beyond the vocabulary, ...) */
     const ts_config *c;         /* borrowed */
     ts_tok *tok;                /* text only */
-    int32_t *ids[TS_PROMPT_TEXTS]; /* each text as the tokenizer encodes it (BOS first when it has one) */
+    int32_t *ids[TS_PROMPT_TEXTS]; /* each text as the tokenizer encodes it (BOS first when it adds one) */
     int n_ids[TS_PROMPT_TEXTS];
     char fingerprint[17];       /* FNV-1a over every text's ids: the evaluator re-tokenizes and compares */
 } ts_prompt_set;
@@ -40,8 +40,8 @@ const char *ts_prompt_text(int i, const char **name);
  * bytes): the text(s), "random ids", or why this prompt fell back to random ids. */
 void ts_prompts_get(const ts_prompt_set *p, uint64_t seed, int k, int32_t *t, int n, char *name, size_t len);
 
-/* The report's "prompt_source": {"kind": "text", "vocab", "bos", "texts", "fingerprint"} or
- * {"kind": "random ids", "why"}. */
+/* The report's "prompt_source": {"kind": "text", "vocab", "bos" (the id prepended, or null),
+ * "texts", "fingerprint"} or {"kind": "random ids", "why"}. */
 json_t *ts_prompts_json(const ts_prompt_set *p);
 
 /* How many positions, prompts, greedy steps and lockstep runs fell in each class of the
