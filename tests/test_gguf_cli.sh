@@ -66,6 +66,9 @@ grep -qF "Phase verdicts: 0 oracle PASS, 1 kernels PASS, 2 block PASS, 3 model P
     "$D/report.md" && ok || bad "report.md verdicts: $(grep -F 'Phase verdicts' "$D/report.md")"
 grep -qE '"pass": true' "$D/phase0.json" && grep -qF "top1_frac" "$D/phase0.json" && ok \
     || bad "phase 0 was not compared with the golden"
+# the trained model's own vocabulary makes the gate prompts real text
+grep -qE '"kind": *"text"' "$D/phase3.json" && grep -qE '"kind": *"text"' "$D/phase5.json" && ok \
+    || bad "phases 3/5 did not run text prompts from the GGUF's tokenizer"
 if [ $rc -eq 9 ]; then
     grep -E '^\| WARN' "$D/evaluation.md" | grep -vqi "claim" && bad "phase 7 warned about something other than a speed claim: $(grep WARN "$D/evaluation.md")" || ok
 fi

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "deploy/phases.h"
+#include "io/gguf.h"
 #include "io/mmap.h"
 
 const int ts_phase_prompt_lens[TS_PHASE_PROMPTS] = {8, 16, 24, 32, 48, TS_PHASE_PROMPT_MAX};
@@ -37,6 +38,8 @@ void ts_phase_prompt_tokens(const ts_config *c, uint64_t seed, int k, int32_t *t
  * (a GGUF's own vocabulary) where its tokenizer lives. */
 ts_status ts_phase_model_tokenizer(const ts_model *m, ts_tok **out, ts_error *err) {
     *out = NULL;
+    if (m->gguf) /* the file carries its vocabulary, when it has one */
+        return ts_gguf_find(m->gguf, "tokenizer.ggml.model") ? ts_tok_from_gguf(m->gguf, out, err) : TS_OK;
     char *path = ts_path_join(m->dir, "tokenizer.json");
     if (!path) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     int has = ts_file_exists(path);
