@@ -33,7 +33,7 @@ struct ts_gguf_writer {
 #define ALIGN 32
 
 static void put(ts_gguf_writer *w, wbuf *b, const void *p, size_t n) {
-    if (w->failed) return;
+    if (w->failed || n == 0) return; /* p may be NULL then (an empty metadata buffer) */
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n) cap *= 2;
