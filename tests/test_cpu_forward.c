@@ -219,8 +219,12 @@ static int write_bf16_copy(const char *src, const char *out) {
     int ok = w != NULL;
     for (int i = 0; i < g.n_kv && ok; i++) {
         const ts_gguf_kv *kv = &g.kv[i];
-        if (kv->type == TS_GGUF_U32) ts_gguf_w_u32(w, kv->key, *(const uint32_t *)kv->val);
-        else if (kv->type == TS_GGUF_F32) ts_gguf_w_f32(w, kv->key, *(const float *)kv->val);
+        uint32_t u; /* metadata values sit at any byte offset: memcpy, not a cast */
+        float f;
+        memcpy(&u, kv->val, sizeof u);
+        memcpy(&f, kv->val, sizeof f);
+        if (kv->type == TS_GGUF_U32) ts_gguf_w_u32(w, kv->key, u);
+        else if (kv->type == TS_GGUF_F32) ts_gguf_w_f32(w, kv->key, f);
         else if (kv->type == TS_GGUF_BOOL) ts_gguf_w_bool(w, kv->key, *kv->val);
         else if (kv->type == TS_GGUF_STRING) {
             uint64_t len;
