@@ -1,13 +1,15 @@
 /* Fuzz target: ts_gguf_parse on arbitrary bytes, then the metadata -> config mapping. A parse
  * that succeeds must hand out metadata and tensor views that lie inside the input (every
  * string's bytes, every tensor's first and last byte are read, which ASan checks); a failure
- * must say why. Built with libFuzzer (clang) or fuzz/standalone.c. */
+ * must say why. The file's vocabulary then goes through the GGUF tokenizer builders. Built
+ * with libFuzzer (clang) or fuzz/standalone.c. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "io/gguf.h"
 #include "model/gguf_model.h"
+#include "tok/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -38,7 +40,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (len) sink ^= (uint8_t)str[len - 1];
             }
         else if (kv->type == TS_GGUF_ARRAY && kv->n && kv->arr_type != TS_GGUF_BOOL)
-            sink ^= (uint8_t)ts_gguf_arr_num(kv, kv->n - 1);
+        {
+            double v = ts_gguf_arr_num(kv, kv->n - 1); /* any value: NaN, negative, huge */
+            sink ^= (uint8_t)(v >= 0 && v < 256 ? (unsigned)v : 1u);
+        }
     }
     for (int i = 0; i < g.n_tensors; i++) {
         const ts_tensor *t = &g.tensors[i];
@@ -55,6 +60,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ts_config c;
     err.msg[0] = 0;
     if (ts_config_from_gguf(&g, &c, &err) != TS_OK && err.msg[0] == 0) abort();
+    /* the vocabulary arrays of a hostile file through the tokenizer builders */
+    ts_tok *tok = NULL;
+    err.msg[0] = 0;
+    if (ts_tok_from_gguf(&g, &tok, &err) == TS_OK) {
+        int32_t *ids = NULL;
+        int n = 0;
+        if (ts_tok_encode(tok, "Once upon a time <s>\n", 21, 1, &ids, &n, &err) == TS_OK) free(ids);
+        ts_tok_free(tok);
+    } else if (err.msg[0] == 0) {
+        abort();
+    }
     (void)sink;
     ts_gguf_close(&g);
     return 0;

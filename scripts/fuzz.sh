@@ -88,7 +88,7 @@ gg=$CORPUS/fuzz_gguf
 mkdir -p "$gg"
 # The real trained model's header (metadata, vocabulary, tensor table) and small whole files.
 head -c 16384 "$ROOT/tests/fixtures/shared/models/stories260K.gguf" >"$gg/seed_head_stories260K"
-for f in "$ROOT"/tests/fixtures/gguf/*.gguf; do
+for f in "$ROOT"/tests/fixtures/gguf/*/*.gguf; do
     [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 131072 ] && cp "$f" "$gg/seed_$(basename "$f")"
 done
 # A tiny complete file: one F32 tensor and one Q8_0 tensor, one string and one array.
