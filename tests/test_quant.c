@@ -1,0 +1,135 @@
+/* Q8_0 / Q4_0 quantizers (src/io/quant.c) against llama.cpp: quantizing the F32 GGUF fixtures'
+ * tensors must give exactly the bytes `llama-quantize --pure` wrote into the committed Q8_0 / Q4_0
+ * files, tensor by tensor; F32 -> F16 rounding agrees with the compiler's _Float16 (IEEE round to
+ * nearest even) on every half and on random floats; edge blocks (zeros, ties of magnitude, the
+ * clamp at code 15) and refusals (NaN, a scale beyond F16) behave as ggml's reference does. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/gguf.h"
+#include "io/quant.h"
+#include "tharness.h"
+
+/* Every quantized tensor of `qfile` against our quantization of the same tensor of `ffile`. */
+static void same_as_llamacpp(const char *ffile, const char *qfile, ts_dtype want) {
+    ts_gguf f, q;
+    ts_error err;
+    if (ts_gguf_open(th_fixture(ffile), &f, &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    if (ts_gguf_open(th_fixture(qfile), &q, &err)) {
+        CHECK(0, "%s", err.msg);
+        ts_gguf_close(&f);
+        return;
+    }
+    int n_quant = 0, n_same = 0, n_plain = 0;
+    for (int i = 0; i < q.n_tensors; i++) {
+        const ts_tensor *qt = &q.tensors[i], *ft = ts_gguf_tensor(&f, qt->name);
+        CHECK(ft && ft->dtype == TS_DTYPE_F32 && ft->numel == qt->numel, "%s: %s has no F32 twin", qfile,
+              qt->name);
+        if (!ft) continue;
+        if (qt->dtype == TS_DTYPE_F32) { /* norms stay as they were */
+            n_plain++;
+            CHECK(!memcmp(qt->data, ft->data, qt->nbytes), "%s: %s changed", qfile, qt->name);
+            continue;
+        }
+        CHECK(qt->dtype == want, "%s: %s is %s", qfile, qt->name, ts_dtype_name(qt->dtype));
+        n_quant++;
+        uint8_t *mine = malloc(qt->nbytes);
+        float *src = malloc((size_t)ft->numel * sizeof *src);
+        memcpy(src, ft->data, (size_t)ft->numel * sizeof *src); /* the views may be unaligned */
+        int64_t bad;
+        ts_quant_result r = ts_quant_row(want, src, ft->numel, mine, &bad);
+        int same = r == TS_QUANT_OK && !memcmp(mine, qt->data, qt->nbytes);
+        if (!same) {
+            size_t k = 0;
+            while (k < qt->nbytes && mine[k] == ((const uint8_t *)qt->data)[k]) k++;
+            CHECK(0, "%s: %s differs from llama-quantize's from byte %zu of %zu (block %zu)", qfile, qt->name,
+                  k, qt->nbytes, k / ts_dtype_bytes(want, TS_QBLOCK));
+        }
+        n_same += same;
+        free(mine);
+        free(src);
+    }
+    CHECK(n_quant > 0 && n_plain > 0, "%s: %d quantized, %d F32 tensors", qfile, n_quant, n_plain);
+    printf("%-26s %2d %s tensors byte-identical to llama-quantize --pure (of %d), %d F32 unchanged\n", qfile,
+           n_same, ts_dtype_name(want), n_quant, n_plain);
+    ts_gguf_close(&f);
+    ts_gguf_close(&q);
+}
+
+static void test_f16(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) { /* every half survives the round trip */
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) continue; /* NaN payloads */
+        float v = ts_f16_to_f32((uint16_t)h);
+        bad += ts_f32_to_f16(v) != h;
+    }
+    CHECK(bad == 0, "%d halves do not round-trip", bad);
+    CHECK(ts_f32_to_f16(65519.99f) == 0x7bff && ts_f32_to_f16(65520.0f) == 0x7c00, "overflow edge");
+    CHECK(ts_f32_to_f16(ldexpf(1, -25)) == 0 && ts_f32_to_f16(ldexpf(3, -26)) == 1, "subnormal ties");
+    CHECK((ts_f32_to_f16(NAN) & 0x7e00) == 0x7e00, "NaN");
+#ifdef __FLT16_MAX__
+    uint32_t s = 12345;
+    int diff = 0;
+    for (int i = 0; i < 2000000; i++) {
+        s = s * 1664525u + 1013904223u;
+        uint32_t u = (s & 0x8fffffffu) | ((s >> 3) & 0x3f000000u); /* magnitudes around F16's range */
+        float f;
+        memcpy(&f, &u, 4);
+        if (!isfinite(f)) continue;
+        _Float16 r = (_Float16)f;
+        uint16_t want;
+        memcpy(&want, &r, 2);
+        diff += ts_f32_to_f16(f) != want;
+    }
+    CHECK(diff == 0, "%d of 2M random floats round differently from _Float16", diff);
+    printf("F32 -> F16        every half round-trips; 2M random floats agree with _Float16\n");
+#else
+    printf("F32 -> F16        every half round-trips (no _Float16 in this compiler to compare with)\n");
+#endif
+}
+
+static void test_blocks(void) {
+    float x[TS_QBLOCK] = {0};
+    uint8_t o[2 + TS_QBLOCK];
+    int64_t bad = -1;
+    /* all zeros: scale 0, Q8_0 codes 0, Q4_0 codes 8 (value 0) */
+    CHECK(ts_quant_row(TS_DTYPE_Q8_0, x, TS_QBLOCK, o, &bad) == TS_QUANT_OK && o[0] == 0 && o[1] == 0 && o[2] == 0,
+          "zero block Q8_0");
+    CHECK(ts_quant_row(TS_DTYPE_Q4_0, x, TS_QBLOCK, o, &bad) == TS_QUANT_OK && o[2] == 0x88, "zero block Q4_0");
+    /* Q4_0: -2 comes first with the largest magnitude: d = -2 / -8 = 0.25, -2 -> code 0, +2 -> 16 clamped to 15 */
+    x[0] = -2, x[16] = 2, x[1] = 1;
+    CHECK(ts_quant_row(TS_DTYPE_Q4_0, x, TS_QBLOCK, o, &bad) == TS_QUANT_OK && ts_f16_to_f32((uint16_t)(o[0] | o[1] << 8)) == 0.25f &&
+              o[2] == 0xf0 && (o[3] & 15) == 12,
+          "Q4_0 signed extreme: d %g, byte0 %02x byte1 %02x", ts_f16_to_f32((uint16_t)(o[0] | o[1] << 8)), o[2], o[3]);
+    x[0] = 2, x[16] = -2; /* now +2 decides: d = -0.25, +2 -> code 0 */
+    CHECK(ts_quant_row(TS_DTYPE_Q4_0, x, TS_QBLOCK, o, &bad) == TS_QUANT_OK && ts_f16_to_f32((uint16_t)(o[0] | o[1] << 8)) == -0.25f &&
+              o[2] == 0xf0,
+          "Q4_0 first extreme wins");
+    /* Q8_0 rounds half away from zero: 127 * 0.5/127 ... x = 0.5 * d gives code 1 */
+    memset(x, 0, sizeof x);
+    x[0] = 127, x[1] = 0.5f, x[2] = -0.5f, x[3] = 1.5f;
+    CHECK(ts_quant_row(TS_DTYPE_Q8_0, x, TS_QBLOCK, o, &bad) == TS_QUANT_OK && (int8_t)o[2] == 127 &&
+              (int8_t)o[3] == 1 && (int8_t)o[4] == -1 && (int8_t)o[5] == 2,
+          "Q8_0 rounding: %d %d %d %d", (int8_t)o[2], (int8_t)o[3], (int8_t)o[4], (int8_t)o[5]);
+    x[7] = NAN;
+    CHECK(ts_quant_row(TS_DTYPE_Q8_0, x, TS_QBLOCK, o, &bad) == TS_QUANT_NONFINITE && bad == 7, "NaN refused");
+    x[7] = 1e7f;
+    CHECK(ts_quant_row(TS_DTYPE_Q8_0, x, TS_QBLOCK, o, &bad) == TS_QUANT_RANGE && bad == 0, "scale beyond F16");
+    CHECK(ts_quant_parse("q8_0") == TS_DTYPE_Q8_0 && ts_quant_parse("Q4_0") == TS_DTYPE_Q4_0 &&
+              ts_quant_parse("q4_1") == -1,
+          "type names");
+}
+
+int main(void) {
+    test_f16();
+    test_blocks();
+    same_as_llamacpp("gguf/llama/llama-f32.gguf", "gguf/llama/llama-q8_0.gguf", TS_DTYPE_Q8_0);
+    same_as_llamacpp("gguf/llama/llama-f32.gguf", "gguf/llama/llama-q4_0.gguf", TS_DTYPE_Q4_0);
+    same_as_llamacpp("gguf/qwen3/qwen3-f32.gguf", "gguf/qwen3/qwen3-q8_0.gguf", TS_DTYPE_Q8_0);
+    same_as_llamacpp("gguf/qwen3/qwen3-f32.gguf", "gguf/qwen3/qwen3-q4_0.gguf", TS_DTYPE_Q4_0);
+    return th_finish("test_quant");
+}
