@@ -9,6 +9,7 @@
 
 #include "io/gguf.h"
 #include "io/quant.h"
+#include "model/gguf_export.h"
 #include "tharness.h"
 
 /* Every quantized tensor of `qfile` against our quantization of the same tensor of `ffile`. */
@@ -124,6 +125,72 @@ static void test_blocks(void) {
           "type names");
 }
 
+/* `tessera quantize` of the F32 GGUF (ts_quantize_file) against llama-quantize's file: the same
+ * tensors under the same names, types, shapes and bytes (llama's Q/K rows included: un-permuted
+ * on reading, permuted back on writing), and every metadata key llama.cpp wrote that we also
+ * write holds the same value. */
+static void file_same_as_llamacpp(const char *ffile, const char *qfile, ts_dtype type) {
+    char out[4200];
+    snprintf(out, sizeof out, "%s/out.gguf", th_tmpdir("quant_file"));
+    ts_quantize_report r;
+    ts_error err;
+    ts_status s = ts_quantize_file(th_fixture(ffile), out, type, 0, &r, &err);
+    CHECK(s == TS_OK, "quantize %s: %s", ffile, err.msg);
+    if (s) return;
+    ts_gguf a, b;
+    if (ts_gguf_open(out, &a, &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    if (ts_gguf_open(th_fixture(qfile), &b, &err)) {
+        CHECK(0, "%s", err.msg);
+        ts_gguf_close(&a);
+        return;
+    }
+    int same = 0, keys = 0, keys_same = 0;
+    CHECK(a.n_tensors == b.n_tensors, "%s: %d tensors, llama.cpp %d", ffile, a.n_tensors, b.n_tensors);
+    for (int i = 0; i < b.n_tensors; i++) {
+        const ts_tensor *bt = &b.tensors[i], *at = ts_gguf_tensor(&a, bt->name);
+        int eq = at && at->dtype == bt->dtype && at->ndim == bt->ndim && at->nbytes == bt->nbytes &&
+                 !memcmp(at->shape, bt->shape, sizeof at->shape) && !memcmp(at->data, bt->data, bt->nbytes);
+        CHECK(eq, "%s: tensor %s differs from %s's", out, bt->name, qfile);
+        same += eq;
+    }
+    for (int i = 0; i < b.n_kv; i++) {
+        const ts_gguf_kv *bk = &b.kv[i], *ak = ts_gguf_find(&a, bk->key);
+        if (!ak) continue;
+        keys++;
+        int eq = ak->type == bk->type && ak->n == bk->n && ak->arr_type == bk->arr_type;
+        if (eq && bk->type == TS_GGUF_STRING) {
+            const char *x, *y;
+            size_t nx, ny;
+            ts_gguf_get_str(&a, bk->key, 1, &x, &nx, &err);
+            ts_gguf_get_str(&b, bk->key, 1, &y, &ny, &err);
+            eq = nx == ny && !memcmp(x, y, nx);
+        } else if (eq && bk->type != TS_GGUF_ARRAY) {
+            eq = !memcmp(ak->val, bk->val, bk->type == TS_GGUF_U64 || bk->type >= TS_GGUF_I64 ? 8 : bk->type == TS_GGUF_BOOL || bk->type <= TS_GGUF_I8 ? 1 : bk->type <= TS_GGUF_I16 ? 2 : 4);
+        } else if (eq) {
+            for (uint64_t k = 0; eq && k < bk->n; k++) {
+                if (bk->arr_type == TS_GGUF_STRING) {
+                    const char *x, *y;
+                    size_t nx, ny;
+                    ts_gguf_arr_str(ak, k, &x, &nx);
+                    ts_gguf_arr_str(bk, k, &y, &ny);
+                    eq = nx == ny && !memcmp(x, y, nx);
+                } else {
+                    eq = ts_gguf_arr_num(ak, k) == ts_gguf_arr_num(bk, k);
+                }
+            }
+        }
+        CHECK(eq, "%s: metadata \"%s\" differs from %s's", out, bk->key, qfile);
+        keys_same += eq;
+    }
+    printf("tessera quantize %-26s -> %d/%d tensors byte-identical to %s; %d/%d shared metadata keys equal (of "
+           "llama.cpp's %d)\n", ffile, same, b.n_tensors, qfile, keys_same, keys, b.n_kv);
+    ts_gguf_close(&a);
+    ts_gguf_close(&b);
+}
+
 int main(void) {
     test_f16();
     test_blocks();
@@ -131,5 +198,9 @@ int main(void) {
     same_as_llamacpp("gguf/llama/llama-f32.gguf", "gguf/llama/llama-q4_0.gguf", TS_DTYPE_Q4_0);
     same_as_llamacpp("gguf/qwen3/qwen3-f32.gguf", "gguf/qwen3/qwen3-q8_0.gguf", TS_DTYPE_Q8_0);
     same_as_llamacpp("gguf/qwen3/qwen3-f32.gguf", "gguf/qwen3/qwen3-q4_0.gguf", TS_DTYPE_Q4_0);
+    file_same_as_llamacpp("gguf/llama/llama-f32.gguf", "gguf/llama/llama-q8_0.gguf", TS_DTYPE_Q8_0);
+    file_same_as_llamacpp("gguf/llama/llama-f32.gguf", "gguf/llama/llama-q4_0.gguf", TS_DTYPE_Q4_0);
+    file_same_as_llamacpp("gguf/qwen3/qwen3-f32.gguf", "gguf/qwen3/qwen3-q8_0.gguf", TS_DTYPE_Q8_0);
+    file_same_as_llamacpp("gguf/qwen3/qwen3-f32.gguf", "gguf/qwen3/qwen3-q4_0.gguf", TS_DTYPE_Q4_0);
     return th_finish("test_quant");
 }
