@@ -10,7 +10,9 @@
 #include "io/gguf.h"
 #include "io/quant.h"
 #include "model/gguf_export.h"
+#include "model/quantize.h"
 #include "tharness.h"
+#include "tok/tokenizer.h"
 
 /* Every quantized tensor of `qfile` against our quantization of the same tensor of `ffile`. */
 static void same_as_llamacpp(const char *ffile, const char *qfile, ts_dtype want) {
@@ -191,6 +193,107 @@ static void file_same_as_llamacpp(const char *ffile, const char *qfile, ts_dtype
     ts_gguf_close(&b);
 }
 
+/* Oracle logits of a model on fixed ids (all positions). */
+static float *oracle(const ts_model *m, const int32_t *ids, int n) {
+    ts_ref *r;
+    ts_error err;
+    float *lg = malloc(sizeof(float) * (size_t)n * (size_t)ts_model_n_vocab(m));
+    if (ts_ref_new(m, n, &r, &err) || ts_ref_forward(r, ids, n, lg, 1, NULL, &err)) {
+        CHECK(0, "oracle: %s", err.msg);
+        free(lg);
+        return NULL;
+    }
+    ts_ref_free(r);
+    return lg;
+}
+
+/* --quant's path (ts_model_quantize) on a fixture's HF weights: how far the quantized weights
+ * and the oracle's logits move (printed for docs/quantization.md; bounds are loose sanity
+ * limits, the gates live in deploy), and, for qwen3, that the in-memory model and the file
+ * `tessera quantize` writes from the same directory give bit-identical oracle logits and that
+ * the file's tokenizer encodes like the directory's tokenizer.json. */
+static void accuracy(const char *name, ts_dtype type, double max_w, double max_logits) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "gguf/%s/hf", name);
+    static const int32_t ids[8] = {1, 17, 42, 99, 150, 200, 7, 260};
+    ts_model *m, *q;
+    ts_error err;
+    if (ts_model_open(th_fixture(dir), &m, &err) || ts_model_open(th_fixture(dir), &q, &err)) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    ts_status s = ts_model_quantize(q, type, &err);
+    CHECK(s == TS_OK, "%s", err.msg);
+    double num = 0, den = 0;
+    int nq = 0;
+    for (int i = 0; i < q->store.n_tensors && !s; i++) {
+        const ts_tensor *a = &m->store.tensors[i], *b = &q->store.tensors[i];
+        if (b->dtype != type) continue;
+        nq++;
+        float *x = malloc(sizeof(float) * (size_t)a->numel), *y = malloc(sizeof(float) * (size_t)a->numel);
+        ts_dtype_to_f32(a->dtype, a->data, 0, (size_t)a->numel, x);
+        ts_dtype_to_f32(b->dtype, b->data, 0, (size_t)b->numel, y);
+        for (int64_t k = 0; k < a->numel; k++) num += (double)(y[k] - x[k]) * (y[k] - x[k]), den += (double)x[k] * x[k];
+        free(x);
+        free(y);
+    }
+    double w_rel = sqrt(num / den);
+    float *la = s ? NULL : oracle(m, ids, 8), *lb = s ? NULL : oracle(q, ids, 8);
+    int V = ts_model_n_vocab(m), top = 0;
+    num = den = 0;
+    for (int p = 0; la && lb && p < 8; p++) {
+        int ia = 0, ib = 0;
+        for (int v = 0; v < V; v++) {
+            double d = lb[p * V + v] - la[p * V + v];
+            num += d * d, den += (double)la[p * V + v] * la[p * V + v];
+            if (la[p * V + v] > la[p * V + ia]) ia = v;
+            if (lb[p * V + v] > lb[p * V + ib]) ib = v;
+        }
+        top += ia == ib;
+    }
+    double l_rel = sqrt(num / (den > 0 ? den : 1));
+    CHECK(la && lb && w_rel < max_w && l_rel < max_logits, "%s %s: weights rel_l2 %.3g, logits rel_l2 %.3g",
+          name, ts_dtype_name(type), w_rel, l_rel);
+    printf("--quant %-4s %-6s %2d matrices: weight rel_l2 %.4f; oracle logits rel_l2 %.4f, top-1 %d/8\n",
+           ts_dtype_name(type), name, nq, w_rel, l_rel, top);
+    if (!strcmp(name, "qwen3") && lb) { /* the file from the same directory runs the same numbers */
+        char out[4200];
+        snprintf(out, sizeof out, "%s/q.gguf", th_tmpdir("quant_hf"));
+        ts_model *f = NULL;
+        s = ts_quantize_file(th_fixture(dir), out, type, 0, NULL, &err);
+        if (!s) s = ts_model_open(out, &f, &err);
+        CHECK(s == TS_OK, "%s", err.msg);
+        float *lf = f ? oracle(f, ids, 8) : NULL;
+        CHECK(lf && !memcmp(lf, lb, sizeof(float) * 8 * (size_t)V), "qwen3 %s: file vs --quant logits differ",
+              ts_dtype_name(type));
+        ts_tok *tj = NULL, *tg = NULL;
+        static const char *texts[] = {"Hello world, it's 2025!", "  spaces\tand\nnewlines", "<|im_start|>user",
+                                      "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87"};
+        int same = 0;
+        if (!ts_tok_load(th_fixture(dir), &tj, &err) && !ts_tok_load(out, &tg, &err))
+            for (int i = 0; i < 4; i++) {
+                int32_t *a = NULL, *b = NULL;
+                int na = 0, nb = 0;
+                ts_tok_encode(tj, texts[i], strlen(texts[i]), 0, &a, &na, &err);
+                ts_tok_encode(tg, texts[i], strlen(texts[i]), 0, &b, &nb, &err);
+                same += na == nb && na > 0 && !memcmp(a, b, sizeof *a * (size_t)na);
+                free(a);
+                free(b);
+            }
+        CHECK(same == 4, "qwen3 file tokenizer: %d/4 texts encode as tokenizer.json does", same);
+        printf("tessera quantize qwen3/hf -> %s: oracle logits bit-identical to --quant, tokenizer %d/4 texts same ids\n",
+               ts_dtype_name(type), same);
+        ts_tok_free(tj);
+        ts_tok_free(tg);
+        free(lf);
+        ts_model_close(f);
+    }
+    free(la);
+    free(lb);
+    ts_model_close(m);
+    ts_model_close(q);
+}
+
 int main(void) {
     test_f16();
     test_blocks();
@@ -202,5 +305,12 @@ int main(void) {
     file_same_as_llamacpp("gguf/llama/llama-f32.gguf", "gguf/llama/llama-q4_0.gguf", TS_DTYPE_Q4_0);
     file_same_as_llamacpp("gguf/qwen3/qwen3-f32.gguf", "gguf/qwen3/qwen3-q8_0.gguf", TS_DTYPE_Q8_0);
     file_same_as_llamacpp("gguf/qwen3/qwen3-f32.gguf", "gguf/qwen3/qwen3-q4_0.gguf", TS_DTYPE_Q4_0);
+    for (int t = 0; t < 2; t++) {
+        ts_dtype type = t ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0;
+        double mw = t ? 0.2 : 0.02, ml = t ? 0.6 : 0.05; /* random tiny models: flat, sensitive logits */
+        accuracy("llama", type, mw, ml);
+        accuracy("qwen2", type, mw, ml);
+        accuracy("qwen3", type, mw, ml);
+    }
     return th_finish("test_quant");
 }
