@@ -6,7 +6,7 @@
 
 #include "cli.h"
 #include "io/quant.h"
-#include "model/gguf_export.h"
+#include "runtime/quantize_file.h"
 
 static const char *k_usage = "tessera quantize MODEL OUT.gguf --type q8_0|q4_0 [--force] [--json]\n"
                              "  MODEL     a Hugging Face directory (BF16/F16/F32 safetensors + tokenizer.json) or a .gguf\n"

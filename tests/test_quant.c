@@ -9,7 +9,7 @@
 
 #include "io/gguf.h"
 #include "io/quant.h"
-#include "model/gguf_export.h"
+#include "runtime/quantize_file.h"
 #include "model/quantize.h"
 #include "tharness.h"
 #include "tok/tokenizer.h"

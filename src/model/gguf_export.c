@@ -6,19 +6,15 @@
  * is written as F32, as the converter does for norms and biases. */
 #include "model/gguf_export.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "io/gguf.h"
 #include "model/gguf_model.h"
 #include "model/quantize.h"
-#include "tok/tokenizer.h"
 
 /* llama.cpp's LLAMA_FTYPE_MOSTLY_* and GGML_QNT_VERSION, as llama-quantize records them. */
 #define FTYPE_Q4_0 2
@@ -162,8 +158,8 @@ static ts_status write_tensors(ts_gguf_writer *w, const ts_model *m, ts_dtype ty
 
 static int has_prefix(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
-/* general.* (but what this file restates) and tokenizer.* of a GGUF input, copied as they are;
- * for a directory, the tokenizer.json's vocabulary. */
+/* general.* (but what this file restates) and tokenizer.* of a GGUF input, copied as they are
+ * (a directory's tokenizer.json is the caller's: tok/ is not below model/). */
 static ts_status write_meta(ts_gguf_writer *w, const ts_model *m, ts_dtype type, ts_quantize_report *rep,
                             ts_error *err) {
     const ts_config *c = &m->cfg;
@@ -196,60 +192,15 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_model *m, ts_dtype type,
             return ts_fail(err, TS_ERR_FORMAT, "%s: no tokenizer (metadata \"tokenizer.ggml.model\"), expected one to "
                            "copy: a GGUF without a vocabulary does not load in llama.cpp", g->path);
         rep->tokenizer_from_gguf = 1;
-        return TS_OK;
     }
-    return ts_tok_gguf_write(w, m->dir, c->n_vocab, NULL, &rep->pre, err);
+    return TS_OK;
 }
 
-static int same_file(const char *a, const char *b) {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-}
-
-ts_status ts_quantize_file(const char *model, const char *out, ts_dtype type, int force, ts_quantize_report *rep,
-                           ts_error *err) {
-    ts_quantize_report dummy;
-    if (!rep) rep = &dummy;
-    memset(rep, 0, sizeof *rep);
+ts_status ts_gguf_export(ts_gguf_writer *w, const ts_model *m, ts_dtype type, ts_quantize_report *rep,
+                         ts_error *err) {
     if (type != TS_DTYPE_Q8_0 && type != TS_DTYPE_Q4_0)
         return ts_fail(err, TS_ERR_ARG, "quantize: type %s, expected Q8_0 or Q4_0", ts_dtype_name(type));
-    struct stat so;
-    if (stat(out, &so) == 0) {
-        if (S_ISDIR(so.st_mode))
-            return ts_fail(err, TS_ERR_ARG, "%s: is a directory, expected the path of the .gguf file to write", out);
-        if (same_file(model, out))
-            return ts_fail(err, TS_ERR_ARG, "%s: is the input model itself, expected a different output file (the "
-                           "input is never modified)", out);
-        if (!force)
-            return ts_fail(err, TS_ERR_ARG, "%s: exists, expected a new file (pass --force to overwrite it)", out);
-    }
-    ts_model *m;
-    ts_status s = ts_model_open(model, &m, err);
-    if (s) return s;
-    ts_gguf_writer *w = ts_gguf_writer_new();
-    if (!w) s = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-    if (!s) s = write_meta(w, m, type, rep, err);
-    if (!s) s = write_tensors(w, m, type, rep, err);
-    char *tmp = malloc(strlen(out) + 32);
-    if (!s && !tmp) s = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-    if (!s) {
-        sprintf(tmp, "%s.tmp%ld", out, (long)getpid());
-        s = ts_gguf_writer_save(w, tmp, err);
-        if (!s && rename(tmp, out) != 0)
-            s = ts_fail(err, TS_ERR_IO, "%s: cannot rename the written file to it: %s", out, strerror(errno));
-        if (s) unlink(tmp);
-    }
-    if (!s) { /* what was written, read back: a file that does not open is a failure here */
-        ts_model *back;
-        s = ts_model_open(out, &back, err);
-        if (s) ts_error_prefix(err, "the written file does not open as a model");
-        else {
-            rep->chat_template = ts_gguf_find(back->gguf, "tokenizer.chat_template") != NULL;
-            ts_model_close(back);
-        }
-    }
-    free(tmp);
-    ts_gguf_writer_free(w);
-    ts_model_close(m);
-    return s;
+    ts_status s = write_meta(w, m, type, rep, err);
+    return s ? s : write_tensors(w, m, type, rep, err);
 }
+

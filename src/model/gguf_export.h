@@ -1,10 +1,10 @@
-/* `tessera quantize`: a model (Hugging Face directory or GGUF) written as a GGUF v3 file with
- * Q8_0 or Q4_0 weight matrices, in the layout llama.cpp's converter + `llama-quantize --pure`
- * produce, so that tessera and llama.cpp both load it (docs/quantization.md). */
+/* A model written as a GGUF v3 with Q8_0 or Q4_0 weight matrices, in the layout llama.cpp's
+ * converter + `llama-quantize --pure` produce, so that tessera and llama.cpp both load it
+ * (docs/quantization.md). The file itself: runtime/quantize_file.h. */
 #ifndef TS_MODEL_GGUF_EXPORT_H
 #define TS_MODEL_GGUF_EXPORT_H
-#include "io/dtype.h"
-#include "tessera.h"
+#include "io/gguf.h"
+#include "model/model.h"
 
 typedef struct ts_quantize_report {
     int n_quantized, n_f32;   /* tensors written quantized / as F32 */
@@ -15,11 +15,11 @@ typedef struct ts_quantize_report {
     int chat_template;        /* tokenizer.chat_template written */
 } ts_quantize_report;
 
-/* Writes model's weights quantized to `type` into out. Never overwrites an existing out unless
- * force, never the input itself (even with force), never leaves a partial out (written to a
- * temporary name, then renamed). Refusals name the file, the field or tensor and the expected
- * value: rows that are not whole blocks, a tokenizer that cannot be written, and so on. */
-ts_status ts_quantize_file(const char *model, const char *out, ts_dtype type, int force, ts_quantize_report *rep,
-                           ts_error *err);
+/* Appends m's metadata (general.*, the ARCH.* hyper-parameters, a GGUF input's tokenizer.*
+ * keys) and tensors (GGUF names and order, matrices quantized to `type`, the rest F32, llama Q/K
+ * rows in the converter's order, rope_freqs for llama3 scaling) to w. A directory's tokenizer is
+ * not written here (ts_tok_gguf_write). Counts go to rep (zeroed by the caller). */
+ts_status ts_gguf_export(ts_gguf_writer *w, const ts_model *m, ts_dtype type, ts_quantize_report *rep,
+                         ts_error *err);
 
 #endif
