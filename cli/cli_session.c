@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "core/error.h"
+#include "io/quant.h"
 #include "runtime/session.h"
 
 const char *cli_session_flags_help(void) {
@@ -24,6 +25,8 @@ const char *cli_session_flags_help(void) {
            "  --ctx N              KV cache capacity in tokens (default min(max positions, 4096))\n"
            "  --weights mmap|copy  read BF16 weights from the file's mmap, or copy them into huge pages\n"
            "                       at load (default: a deployment's measured choice, else mmap)\n"
+           "  --quant q8_0|q4_0    quantize BF16/F16/F32 weight matrices to Q8_0 / Q4_0 at load (as\n"
+           "                       `tessera quantize` would write them); default: the weights as stored\n"
            "  --system TEXT        system message (chat templates)\n"
            "  --think | --no-think Qwen3's enable_thinking switch (default: template's)\n";
 }
@@ -54,7 +57,7 @@ int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts
     }
     static const char *const with_value[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p",
                                              "--repeat-penalty", "--seed", "--stop", "--threads",
-                                             "--tokenizer", "--ctx", "--system", "--weights"};
+                                             "--tokenizer", "--ctx", "--system", "--weights", "--quant"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(f, with_value[k]);
     if (!known) return 0;
@@ -100,8 +103,13 @@ int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts
     } else if (!strcmp(f, "--system")) {
         o->system = v;
     } else if (!strcmp(f, "--weights")) {
-        bad = strcmp(v, "mmap") && strcmp(v, "copy"), want = "mmap or copy";
+        /* placement only: a weight type is --quant, so that both can be chosen together */
+        bad = strcmp(v, "mmap") && strcmp(v, "copy");
+        want = ts_quant_parse(v) >= 0 ? "mmap or copy (where the weights live; for a weight type use --quant)"
+                                      : "mmap or copy";
         if (!bad) o->copy_weights = !strcmp(v, "copy");
+    } else if (!strcmp(f, "--quant")) {
+        bad = (o->quant = ts_quant_parse(v)) < 0, want = "q8_0 or q4_0";
     }
     if (bad) {
         ts_fail(err, TS_ERR_ARG, "%s expects %s, got \"%s\"", f, want, v);

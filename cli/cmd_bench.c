@@ -15,13 +15,16 @@
 #include "deploy/gates.h"
 #include "deploy/measure.h"
 #include "deploy/tiles.h"
+#include "io/quant.h"
 #include "model/model.h"
+#include "model/quantize.h"
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
-    "                     [--trials 5] [--autotune] [--copy-weights] [--json]\n\n"
+    "                     [--trials 5] [--autotune] [--copy-weights] [--quant q8_0|q4_0] [--json]\n\n"
     "--copy-weights copies the weights at load (2 MiB huge pages where the kernel allows)\n"
-    "instead of reading them in place from the mmap.";
+    "instead of reading them in place from the mmap. --quant quantizes BF16/F16/F32 weight\n"
+    "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them).";
 
 /* A "Key:   N kB" line of a /proc/self file, or -1. */
 static long proc_kb(const char *file, const char *key) {
@@ -40,7 +43,7 @@ static long proc_kb(const char *file, const char *key) {
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *prefill = "128,512";
     long long decode_ctx = 128, gen = 16, threads = 0, trials = 5;
-    int as_json = 0, autotune = 0, copy_weights = 0;
+    int as_json = 0, autotune = 0, copy_weights = 0, quant = -1;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         long long lo = 1, hi = 1 << 20;
@@ -52,6 +55,9 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json")) as_json = 1;
         else if (!strcmp(argv[i], "--autotune")) autotune = 1;
         else if (!strcmp(argv[i], "--copy-weights")) copy_weights = 1;
+        else if (!strcmp(argv[i], "--quant") && i + 1 < argc) {
+            if ((quant = ts_quant_parse(argv[++i])) < 0) return cli_usage("bench", k_usage, "--quant expects q8_0 or q4_0");
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n", k_usage);
             return 0;
@@ -80,6 +86,7 @@ int cmd_bench(int argc, char **argv) {
     ts_error err;
     ts_model *m;
     ts_status s = ts_model_open(dir, &m, &err);
+    if (!s && quant >= 0 && (s = ts_model_quantize(m, (ts_dtype)quant, &err))) ts_model_close(m);
     if (s) return cli_fail("bench", s, &err);
     double t_open = ts_now_s() - t0;
     int nth = ts_pool_resolve_threads((int)threads);

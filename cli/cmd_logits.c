@@ -6,13 +6,15 @@
 #include "cli.h"
 #include "core/error.h"
 #include "io/logits_file.h"
+#include "io/quant.h"
 #include "model/memory.h"
+#include "model/quantize.h"
 #include "target/cpu/cpu_target.h"
 #include "target/ref/ref_mem.h"
 
 static const char *k_usage =
     "tessera logits MODEL_DIR --tokens ID,ID,... --out FILE [--target ref|cpu] [--threads N]\n"
-    "                      [--last] [--hidden FILE]";
+    "                      [--last] [--hidden FILE] [--quant q8_0|q4_0]";
 
 /* Parses "1,2,3" into a malloc'd array; returns the count or -1. */
 static int parse_tokens(const char *s, int32_t **out) {
@@ -45,7 +47,7 @@ static int parse_tokens(const char *s, int32_t **out) {
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *outp = NULL, *target = "ref", *hidp = NULL;
-    int last = 0;
+    int last = 0, quant = -1;
     long long threads = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = argv[++i];
@@ -53,6 +55,9 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
         else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) hidp = argv[++i];
         else if (!strcmp(argv[i], "--last")) last = 1;
+        else if (!strcmp(argv[i], "--quant") && i + 1 < argc) {
+            if ((quant = ts_quant_parse(argv[++i])) < 0) return cli_usage("logits", k_usage, "--quant expects q8_0 or q4_0");
+        }
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
             if (cli_parse_int(argv[++i], 1, 256, &threads))
                 return cli_usage("logits", k_usage, "--threads expects an integer in [1, 256]");
@@ -83,6 +88,8 @@ int cmd_logits(int argc, char **argv) {
     ts_cpu_opts co = {.n_threads = (int)threads, .force_variant = -1};
     float *logits = NULL, *hidden = NULL;
     ts_status s = ts_model_open(model, &m, &err);
+    /* the oracle then runs the dequantized quantized weights exactly (ts_dtype_to_f32) */
+    if (!s && quant >= 0) s = ts_model_quantize(m, (ts_dtype)quant, &err);
     /* Both refusals come before the first large allocation: a request beyond the trained
      * context, or one the machine cannot hold, fails in milliseconds instead of running (or
      * swapping) for minutes. */

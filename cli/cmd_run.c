@@ -11,7 +11,7 @@
 
 static const char *k_usage = "tessera run MODEL_DIR|DEPLOY_DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
-                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--chat [--system TEXT] [--think|--no-think]] [--show-ids]";
+                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--chat [--system TEXT] [--think|--no-think]] [--show-ids]";
 
 static void print_piece(void *user, const char *text, size_t len) {
     (void)user;

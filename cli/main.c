@@ -18,6 +18,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "encode text with a model's tokenizer.json (ids, token text, --bench)"},
     {"eval", cmd_eval, "phase 7: re-check a deployment independently (hashes, gates, determinism, speed claims)"},
     {"bench", cmd_bench, "prefill/decode speed of the cpu target against this machine's peaks"},
+    {"quantize", cmd_quantize, "write a model's weights as a Q8_0 / Q4_0 GGUF that tessera and llama.cpp load"},
     {"run", cmd_run, "generate text from a prompt, streamed as it is produced"},
     {"chat", cmd_chat, "multi-turn chat with the model's chat template (stdin, one line a turn)"},
 };

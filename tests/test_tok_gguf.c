@@ -1,8 +1,9 @@
 /* GGUF tokenizers (src/tok/tok_gguf.c) against the tokenizer.json path and HF's goldens:
  * - stories260K.gguf (SentencePiece, 512 tokens): ids as llama.cpp's llama-tokenize gives them,
  *   BOS as llama.cpp adds it, exact decode;
- * - GGUFs written here from tokenizer.json files (smol as "gpt2" and "smollm", Llama-3 as
- *   "llama-bpe", Qwen3 as "qwen2") the way llama.cpp's converter lays them out: every golden
+ * - GGUFs written from tokenizer.json files by ts_tok_gguf_write, which must name their
+ *   pre-tokenizers as llama.cpp's converter does (smol as "gpt-2" and, with Digits, "smollm",
+ *   Llama-3 as "llama-bpe", Qwen3 as "qwen2"): every golden
  *   string (corpus + random) must encode to the same ids as the tokenizer.json path (and HF's),
  *   decode the same, and agree on special tokens and BOS/EOS;
  * - malformed or unsupported files refused with the file and the key named.
@@ -16,77 +17,22 @@
 #include "tok/tokenizer.h"
 #include "tok_cmp.h"
 
-/* ---- writing a GGUF vocabulary from a tokenizer.json, as convert_hf_to_gguf.py does ---- */
+/* ---- writing a GGUF vocabulary from a tokenizer.json (the library's ts_tok_gguf_write, which
+ * `tessera quantize` uses for Hugging Face directories) ---- */
 
-/* tokens by id (holes become "[PADn]", unused), added tokens typed control when special and
- * user-defined otherwise, merges as "a b" strings. */
-static int write_gguf_from_json(const char *json_path, const char *pre, const ts_tok *tj,
-                                const char *out) {
-    json_t *j;
+/* The pre-tokenizer name is chosen from the tokenizer.json itself and must be `pre`. */
+static int write_gguf_from_json(const char *json_path, const char *pre, const char *out) {
     ts_error err;
-    if (ts_json_load_file(json_path, 64 << 20, &j, &err)) {
-        CHECK(0, "%s", err.msg);
-        return -1;
-    }
-    const json_t *model = json_object_get(j, "model"), *vocab = json_object_get(model, "vocab");
-    const json_t *added = json_object_get(j, "added_tokens"), *merges = json_object_get(model, "merges");
-    int n = ts_tok_n_vocab(tj);
-    char **tokens = calloc((size_t)n, sizeof *tokens);
-    int32_t *types = calloc((size_t)n, sizeof *types);
-    const char *k;
-    const json_t *v;
-    json_object_foreach((json_t *)vocab, k, v) {
-        int64_t id = json_integer_value(v);
-        tokens[id] = strdup(k);
-        types[id] = 1;
-    }
-    for (size_t i = 0; i < json_array_size(added); i++) {
-        const json_t *a = json_array_get(added, i);
-        int64_t id = json_integer_value(json_object_get(a, "id"));
-        free(tokens[id]);
-        tokens[id] = strdup(json_string_value(json_object_get(a, "content")));
-        types[id] = json_is_true(json_object_get(a, "special")) ? 3 : 4;
-    }
-    for (int i = 0; i < n; i++)
-        if (!tokens[i]) {
-            char b[32];
-            snprintf(b, sizeof b, "[PAD%d]", i);
-            tokens[i] = strdup(b);
-            types[i] = 5;
-        }
-    size_t nm = json_array_size(merges);
-    char **ms = calloc(nm + 1, sizeof *ms);
-    for (size_t i = 0; i < nm; i++) {
-        const json_t *m = json_array_get(merges, i);
-        if (json_is_string(m)) {
-            ms[i] = strdup(json_string_value(m));
-        } else {
-            const char *a = json_string_value(json_array_get(m, 0));
-            const char *b = json_string_value(json_array_get(m, 1));
-            ms[i] = malloc(strlen(a) + strlen(b) + 2);
-            sprintf(ms[i], "%s %s", a, b);
-        }
-    }
+    const char *used = NULL;
     ts_gguf_writer *w = ts_gguf_writer_new();
     ts_gguf_w_str(w, "general.architecture", "llama");
-    ts_gguf_w_str(w, "tokenizer.ggml.model", "gpt2");
-    ts_gguf_w_str(w, "tokenizer.ggml.pre", pre);
-    ts_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, (uint64_t)n);
-    ts_gguf_w_arr(w, "tokenizer.ggml.token_type", TS_GGUF_I32, types, (uint64_t)n);
-    ts_gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)ms, nm);
-    if (ts_tok_bos(tj) >= 0) ts_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)ts_tok_bos(tj));
-    if (ts_tok_eos(tj) >= 0) ts_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)ts_tok_eos(tj));
-    ts_status s = ts_gguf_writer_save(w, out, &err);
+    ts_status s = ts_tok_gguf_write(w, json_path, 0, NULL, &used, &err);
+    CHECK(s == TS_OK, "%s", err.msg);
+    CHECK(s || (used && !strcmp(used, pre)), "%s: tokenizer.ggml.pre \"%s\", expected \"%s\"", json_path,
+          used ? used : "", pre);
+    if (!s) s = ts_gguf_writer_save(w, out, &err);
     CHECK(s == TS_OK, "%s", err.msg);
     ts_gguf_writer_free(w);
-    for (int i = 0; i < n; i++)
-        free(tokens[i]);
-    for (size_t i = 0; i < nm; i++)
-        free(ms[i]);
-    free(tokens);
-    free(types);
-    free(ms);
-    json_decref(j);
     return s ? -1 : 0;
 }
 
@@ -100,7 +46,7 @@ static void json_vs_gguf(const char *name, const char *json_path, const char *pr
     if (s) return;
     char path[4200];
     snprintf(path, sizeof path, "%s/%s.gguf", th_tmpdir(name), name);
-    if (!write_gguf_from_json(json_path, pre, tj, path) && (tg = open_gguf(path))) {
+    if (!write_gguf_from_json(json_path, pre, path) && (tg = open_gguf(path))) {
         compare(name, tj, tg, json_object_get(gold, gold_key), hf);
         compare_tables(name, tj, tg, 0);
         CHECK(ts_tok_bos(tg) == ts_tok_bos(tj) && ts_tok_eos(tg) == ts_tok_eos(tj),
@@ -264,7 +210,7 @@ int main(void) {
     CHECK(s == TS_OK, "%s", err.msg);
     if (!s) {
         /* smol's file is GPT-2's pre-tokenizer; with Digits(individual) first it is SmolLM2's */
-        json_vs_gguf("smol_gpt2", th_fixture("tok/smol/tokenizer.json"), "gpt2", gold, "smol", 1);
+        json_vs_gguf("smol_gpt2", th_fixture("tok/smol/tokenizer.json"), "gpt-2", gold, "smol", 1);
         json_t *js;
         ts_json_load_file(th_fixture("tok/smol/tokenizer.json"), 16 << 20, &js, &err);
         json_t *seq = json_pack("{s:s, s:[{s:s, s:b}, O]}", "type", "Sequence", "pretokenizers",

@@ -109,6 +109,8 @@ void ts_gguf_w_str(ts_gguf_writer *w, const char *key, const char *v);
 /* n elements of type t (U8..F64 except strings/arrays), read from v in the file's layout. */
 void ts_gguf_w_arr(ts_gguf_writer *w, const char *key, ts_gguf_type t, const void *v, uint64_t n);
 void ts_gguf_w_arr_str(ts_gguf_writer *w, const char *key, const char *const *v, uint64_t n);
+/* A metadata entry of a parsed file, copied as it is (any type, arrays of strings included). */
+void ts_gguf_w_kv(ts_gguf_writer *w, const ts_gguf_kv *kv);
 /* shape in row-major order (as ts_tensor has it); data holds ts_dtype_bytes(dtype, numel). */
 void ts_gguf_w_tensor(ts_gguf_writer *w, const char *name, ts_dtype dtype, int ndim,
                       const int64_t *shape, const void *data);

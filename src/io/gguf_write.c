@@ -114,6 +114,31 @@ void ts_gguf_w_arr_str(ts_gguf_writer *w, const char *k, const char *const *v, u
     for (uint64_t i = 0; i < n; i++) put_str(w, &w->kv, v[i]);
 }
 
+void ts_gguf_w_kv(ts_gguf_writer *w, const ts_gguf_kv *kv) {
+    static const size_t size[TS_GGUF_TYPE_COUNT] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    size_t bytes;
+    uint64_t len;
+    key(w, kv->key, kv->type);
+    if (kv->type == TS_GGUF_ARRAY) {
+        put_u32(w, &w->kv, (uint32_t)kv->arr_type);
+        put_u64(w, &w->kv, kv->n);
+        if (kv->arr_type == TS_GGUF_STRING && kv->n) { /* up to the end of the last string */
+            const char *last;
+            size_t n;
+            ts_gguf_arr_str(kv, kv->n - 1, &last, &n);
+            bytes = (size_t)((const uint8_t *)last - kv->val) + n;
+        } else {
+            bytes = kv->arr_type < TS_GGUF_TYPE_COUNT ? (size_t)kv->n * size[kv->arr_type] : 0;
+        }
+    } else if (kv->type == TS_GGUF_STRING) {
+        memcpy(&len, kv->val, 8);
+        bytes = 8 + (size_t)len;
+    } else {
+        bytes = kv->type < TS_GGUF_TYPE_COUNT ? size[kv->type] : 0;
+    }
+    put(w, &w->kv, kv->val, bytes);
+}
+
 void ts_gguf_w_tensor(ts_gguf_writer *w, const char *name, ts_dtype dtype, int ndim, const int64_t *shape,
                       const void *data) {
     if (w->failed) return;

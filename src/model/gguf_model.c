@@ -22,7 +22,8 @@ static const struct {
     {"qwen3", "Qwen3ForCausalLM", TS_ARCH_QWEN3},
 };
 
-/* GGUF tensor name (after "blk.N.") -> HF name (after "model.layers.N."). */
+/* GGUF tensor name (after "blk.N.") -> HF name (after "model.layers.N."), in the order
+ * llama.cpp's converter writes a layer's tensors. */
 static const char *const k_layer_names[][2] = {
     {"attn_norm.weight", "input_layernorm.weight"},
     {"attn_q.weight", "self_attn.q_proj.weight"},
@@ -50,15 +51,47 @@ static const char *const k_top_names[][2] = {
     {"output.weight", "lm_head.weight"},
 };
 
+#define N_LAYER_NAMES (sizeof k_layer_names / sizeof k_layer_names[0])
+#define N_TOP_NAMES (sizeof k_top_names / sizeof k_top_names[0])
+
+char *ts_gguf_name_from_hf(const char *hf) {
+    char buf[256];
+    for (size_t i = 0; i < N_TOP_NAMES; i++)
+        if (strcmp(hf, k_top_names[i][1]) == 0) return strdup(k_top_names[i][0]);
+    int layer, used = 0;
+    if (sscanf(hf, "model.layers.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
+        for (size_t i = 0; i < N_LAYER_NAMES; i++)
+            if (strcmp(hf + used, k_layer_names[i][1]) == 0) {
+                snprintf(buf, sizeof buf, "blk.%d.%s", layer, k_layer_names[i][0]);
+                return strdup(buf);
+            }
+    return NULL;
+}
+
+int ts_gguf_n_layer_names(void) { return (int)N_LAYER_NAMES; }
+const char *ts_gguf_layer_name(int i, int hf) { return k_layer_names[i][hf != 0]; }
+
+void ts_gguf_permute_rows(uint8_t *dst, const uint8_t *src, int64_t rows, size_t row_bytes, int heads,
+                          int to_gguf) {
+    int64_t D = rows / heads, half = D / 2;
+    for (int64_t h = 0; h < heads; h++)
+        for (int64_t j = 0; j < 2; j++)
+            for (int64_t i = 0; i < half; i++) {
+                size_t hf_row = (size_t)(h * D + j * half + i), gguf_row = (size_t)(h * D + 2 * i + j);
+                if (to_gguf) memcpy(dst + gguf_row * row_bytes, src + hf_row * row_bytes, row_bytes);
+                else memcpy(dst + hf_row * row_bytes, src + gguf_row * row_bytes, row_bytes);
+            }
+}
+
 /* The HF name of a GGUF tensor, malloc'd; an unknown name is kept as it is so that the binder
  * reports it as an unexpected tensor under the name the file uses. */
 static char *hf_name(const char *g) {
     char buf[256];
-    for (size_t i = 0; i < sizeof k_top_names / sizeof k_top_names[0]; i++)
+    for (size_t i = 0; i < N_TOP_NAMES; i++)
         if (strcmp(g, k_top_names[i][0]) == 0) return strdup(k_top_names[i][1]);
     int layer, used = 0;
     if (sscanf(g, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
-        for (size_t i = 0; i < sizeof k_layer_names / sizeof k_layer_names[0]; i++)
+        for (size_t i = 0; i < N_LAYER_NAMES; i++)
             if (strcmp(g + used, k_layer_names[i][0]) == 0) {
                 snprintf(buf, sizeof buf, "model.layers.%d.%s", layer, k_layer_names[i][1]);
                 return strdup(buf);
@@ -215,12 +248,7 @@ static ts_status unpermute(ts_store *st, ts_tensor *t, int heads, const char *pa
         return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory un-permuting \"%s\"", path, t->name);
     }
     st->heap[st->n_heap++] = dst;
-    int64_t D = rows / heads, half = D / 2;
-    const uint8_t *src = t->data;
-    for (int64_t h = 0; h < heads; h++)
-        for (int64_t j = 0; j < 2; j++)
-            for (int64_t i = 0; i < half; i++)
-                memcpy(dst + (size_t)(h * D + j * half + i) * rb, src + (size_t)(h * D + 2 * i + j) * rb, rb);
+    ts_gguf_permute_rows(dst, t->data, rows, rb, heads, 0);
     t->data = dst;
     t->heap = 1;
     return TS_OK;

@@ -15,6 +15,7 @@
 #include "io/gguf.h"
 #include "io/mmap.h"
 #include "model/memory.h"
+#include "model/quantize.h"
 
 typedef struct text_buf {
     char *p;
@@ -65,6 +66,7 @@ void ts_session_opts_default(ts_session_opts *o) {
     o->max_tokens = 256;
     o->enable_thinking = -1;
     o->copy_weights = -1;
+    o->quant = -1;
 }
 
 static void on_piece(void *user, const char *text, size_t len) {
@@ -134,6 +136,7 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
         else snprintf(tokdir, sizeof tokdir, ".");
     }
     ts_status st = ts_model_open(o->model_dir, &s->m, err);
+    if (!st && o->quant >= 0) st = ts_model_quantize(s->m, (ts_dtype)o->quant, err);
     /* A GGUF carries its tokenizer and chat template; --tokenizer still overrides. */
     int from_gguf = !st && s->m->gguf && !o->tokenizer;
     if (from_gguf) st = ts_tok_from_gguf(s->m->gguf, &s->tok, err);

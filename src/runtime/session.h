@@ -23,6 +23,8 @@ typedef struct ts_session_opts {
     const ts_cpu_tile_rec *tiles; /* a deployment's autotuned tiles (borrowed), or NULL */
     int n_tiles;
     int copy_weights; /* --weights: 1 copy, 0 mmap, -1 unset (a deployment's choice, else mmap) */
+    int quant;        /* --quant: TS_DTYPE_Q8_0 / TS_DTYPE_Q4_0 (weight matrices quantized at load,
+                       * model/quantize.h), or -1 to run the weights as stored */
     /* Said once per reply when the context caps it below max_tokens: how many tokens it can
      * have and where it stops (the caller prints it; may be NULL). */
     void (*on_notice)(void *user, const char *msg);

@@ -41,16 +41,17 @@ typedef struct pre_def {
     int digits;             /* Digits with individual_digits before ByteLevel (SmolLM2) */
     int nfc;                /* NFC normalizer (Qwen2/3's tokenizer.json has one; llama.cpp none) */
     int ignore_merges, add_bos; /* llama.cpp's defaults for the name */
+    int written;                /* names[written] is what convert_hf_to_gguf.py writes */
 } pre_def;
 
 static const pre_def k_pre[] = {
-    {{"llama3", "llama-v3", "llama-bpe"}, k_re_llama3, 0, 0, 0, 1, 1},
+    {{"llama3", "llama-v3", "llama-bpe"}, k_re_llama3, 0, 0, 0, 1, 1, 2},
     /* the same regex; llama.cpp keeps merges and adds no BOS for these names */
-    {{"smaug-bpe", "dbrx", NULL}, k_re_llama3, 0, 0, 0, 0, 0},
-    {{"qwen2", "deepseek-r1-qwen", NULL}, k_re_qwen2, 0, 0, 1, 0, 0},
-    {{"smollm", NULL, NULL}, NULL, 1, 1, 0, 0, 0},
-    {{"gpt-2", "gpt2", NULL}, NULL, 1, 0, 0, 0, 0},
-    {{"default", NULL, NULL}, NULL, 0, 0, 0, 0, 0},
+    {{"smaug-bpe", "dbrx", NULL}, k_re_llama3, 0, 0, 0, 0, 0, 0},
+    {{"qwen2", "deepseek-r1-qwen", NULL}, k_re_qwen2, 0, 0, 1, 0, 0, 0},
+    {{"smollm", NULL, NULL}, NULL, 1, 1, 0, 0, 0, 0},
+    {{"gpt-2", "gpt2", NULL}, NULL, 1, 0, 0, 0, 0, 0},
+    {{"default", NULL, NULL}, NULL, 0, 0, 0, 0, 0, 0},
 };
 #define K_PRE_KNOWN                                                                                \
     "llama3, llama-v3, llama-bpe, smaug-bpe, dbrx, qwen2, deepseek-r1-qwen, smollm, gpt-2, gpt2, " \
@@ -148,6 +149,63 @@ static ts_status read_flags(const ts_gguf *g, int def_bos, ts_tok *t, ts_error *
                     "\"tokenizer.ggml.bos_token_id\"",
                     g->path);
     return s;
+}
+
+/* ---- the other direction: which name describes a tokenizer.json ---- */
+
+/* What a pre-tokenizer and normalizer do, in the terms of pre_def. */
+typedef struct pre_shape {
+    const char *re; /* the one Split regex, or NULL */
+    int n_split, bl_regex, digits, nfc, ignore_merges, bytelevel, other;
+} pre_shape;
+
+static void shape_step(const json_t *p, pre_shape *sh) {
+    const char *type = json_string_value(json_object_get(p, "type"));
+    if (!type) {
+        sh->other = 1;
+    } else if (!strcmp(type, "Split")) {
+        const char *re = json_string_value(json_object_get(json_object_get(p, "pattern"), "Regex"));
+        const char *beh = json_string_value(json_object_get(p, "behavior"));
+        if (!re || !beh || strcmp(beh, "Isolated") || json_is_true(json_object_get(p, "invert"))) sh->other = 1;
+        sh->re = re;
+        sh->n_split++;
+    } else if (!strcmp(type, "ByteLevel")) {
+        const json_t *ur = json_object_get(p, "use_regex");
+        sh->bytelevel++;
+        sh->bl_regex = !ur || json_is_true(ur); /* tokenizers' default is true */
+        if (json_is_true(json_object_get(p, "add_prefix_space"))) sh->other = 1;
+    } else if (!strcmp(type, "Digits")) {
+        if (!json_is_true(json_object_get(p, "individual_digits"))) sh->other = 1;
+        sh->digits = 1;
+    } else {
+        sh->other = 1;
+    }
+}
+
+const char *tok_gguf_pre_for_json(const json_t *root) {
+    pre_shape sh = {0};
+    const json_t *pt = json_object_get(root, "pre_tokenizer"), *norm = json_object_get(root, "normalizer");
+    const char *type = json_string_value(json_object_get(pt, "type"));
+    if (type && !strcmp(type, "Sequence")) {
+        const json_t *seq = json_object_get(pt, "pretokenizers");
+        for (size_t i = 0; i < json_array_size(seq); i++) shape_step(json_array_get(seq, i), &sh);
+    } else if (pt) {
+        shape_step(pt, &sh);
+    }
+    const char *nt = json_string_value(json_object_get(norm, "type"));
+    sh.nfc = nt && !strcmp(nt, "NFC");
+    if (norm && !json_is_null(norm) && !sh.nfc) sh.other = 1;
+    sh.ignore_merges = json_is_true(json_object_get(json_object_get(root, "model"), "ignore_merges"));
+    if (sh.other || sh.bytelevel != 1 || sh.n_split > 1) return NULL;
+    for (size_t i = 0; i < sizeof k_pre / sizeof k_pre[0]; i++) {
+        const pre_def *p = &k_pre[i];
+        if (!strcmp(p->names[0], "default")) continue; /* four regexes: no HF file has that form */
+        if ((p->re ? !sh.re || strcmp(p->re, sh.re) : sh.n_split != 0) || p->bl_regex != sh.bl_regex ||
+            p->digits != sh.digits || p->nfc != sh.nfc || p->ignore_merges != sh.ignore_merges)
+            continue;
+        return p->names[p->written];
+    }
+    return NULL;
 }
 
 /* ---- "llama": SentencePiece ---- */

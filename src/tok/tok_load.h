@@ -69,4 +69,9 @@ ts_status tok_loader_build(tok_loader *L, const char *dir);
 /* Opens a GGUF file and builds its tokenizer (tok_gguf.c; ts_tok_load's GGUF branch). */
 ts_status tok_load_gguf(const char *path, ts_tok **out, ts_error *err);
 
+/* The tokenizer.ggml.pre name whose pre-tokenizer, normalizer and ignore_merges are exactly a
+ * tokenizer.json's (root: the whole file), as convert_hf_to_gguf.py would name it; NULL when
+ * none is (tok_gguf.c's table; used by tok_gguf_write.c). */
+const char *tok_gguf_pre_for_json(const json_t *root);
+
 #endif

@@ -27,6 +27,18 @@ ts_status ts_tok_load_json(const char *buf, size_t len, const char *what, const 
 struct ts_gguf;
 ts_status ts_tok_from_gguf(const struct ts_gguf *g, ts_tok **out, ts_error *err);
 
+/* Appends a byte-level BPE tokenizer's GGUF metadata to w, as llama.cpp's converter lays it
+ * out (tokenizer.ggml.model "gpt2", pre, tokens, token types, merges, BOS/EOS/padding ids,
+ * add_bos_token, and tokenizer.chat_template from tokenizer_config.json or chat_template.jinja).
+ * path: a tokenizer.json or its directory. n_vocab: the model's embedding rows (tokens are
+ * padded to it with "[PADn]"; 0 = the tokenizer's size). pre: the tokenizer.ggml.pre to write,
+ * or NULL to name the tokenizer.json's own pre-tokenizer family (refused, naming the file, when
+ * tessera knows none that matches); *pre_used (may be NULL) gets the one written. SentencePiece
+ * tokenizer.json files (byte_fallback) are refused. */
+struct ts_gguf_writer;
+ts_status ts_tok_gguf_write(struct ts_gguf_writer *w, const char *path, int n_vocab, const char *pre,
+                            const char **pre_used, ts_error *err);
+
 /* SentencePiece token types, numbered as in GGUF tokenizer.ggml.token_type. */
 enum {
     TS_TOK_TYPE_NORMAL = 1,

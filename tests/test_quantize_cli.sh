@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `tessera quantize` and `--quant` through the binary: an HF directory becomes a Q8_0 / Q4_0 GGUF
+# that runs, whose oracle logits equal `logits --quant` on the directory bit for bit; an existing
+# output is kept without --force and the input is never the output; a matrix whose rows are not
+# whole blocks is refused naming the file and the tensor; `--weights q8_0` points to --quant.
+# With TS_LLAMA_CPP_BIN (a llama.cpp build's bin/, not in CI) llama-simple must load the file and
+# print text.
+set -u
+NAME=quantize_cli
+source "$(dirname "$0")/lib.sh"
+
+HF="$FIX/gguf/qwen3/hf"
+IDS=257,284,78,264,291,75,67
+for t in q8_0 q4_0; do
+    expect 0 "tokenizer.ggml.pre \"qwen2\"" -- "$BIN" quantize "$HF" "$TMP/$t.gguf" --type $t
+    expect 0 "$(echo $t | tr a-z A-Z)" -- "$BIN" inspect "$TMP/$t.gguf"
+    expect 0 "" -- "$BIN" logits "$TMP/$t.gguf" --tokens $IDS --out "$TMP/file_$t.bin"
+    expect 0 "" -- "$BIN" logits "$HF" --quant $t --tokens $IDS --out "$TMP/mem_$t.bin"
+    cmp -s "$TMP/file_$t.bin" "$TMP/mem_$t.bin" && ok || bad "$t: file and --quant logits differ"
+    expect 0 "generation: 8 tokens" -- "$BIN" run "$TMP/$t.gguf" -p "Hello" --temp 0 -n 8 --threads 1
+    expect 0 "generation: 8 tokens" -- "$BIN" run "$HF" --quant $t -p "Hello" --temp 0 -n 8 --threads 1
+done
+# the same greedy text from the file and from --quant
+a=$("$BIN" run "$TMP/q8_0.gguf" -p "Hello" --temp 0 -n 8 --threads 1 --show-ids 2>/dev/null)
+b=$("$BIN" run "$HF" --quant q8_0 -p "Hello" --temp 0 -n 8 --threads 1 --show-ids 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "run file vs --quant: '$a' vs '$b'"
+
+# --- never overwrite without --force, never the input ---
+sum=$(sha256sum "$TMP/q8_0.gguf")
+expect 1 "exists, expected a new file (pass --force" -- "$BIN" quantize "$HF" "$TMP/q8_0.gguf" --type q4_0
+[ "$(sha256sum "$TMP/q8_0.gguf")" = "$sum" ] && ok || bad "an existing output was changed without --force"
+expect 0 "wrote" -- "$BIN" quantize "$HF" "$TMP/q8_0.gguf" --type q4_0 --force
+cmp -s "$TMP/q8_0.gguf" "$TMP/q4_0.gguf" && ok || bad "--force did not rewrite the output"
+cp "$TMP/q4_0.gguf" "$TMP/in.gguf"
+expect 1 "is the input model itself" -- "$BIN" quantize "$TMP/in.gguf" "$TMP/in.gguf" --type q8_0 --force
+ls "$TMP"/*.tmp* >/dev/null 2>&1 && bad "a temporary file was left behind" || ok
+
+# --- refusals ---
+expect 5 "has rows of 172 elements, expected a multiple of 32" -- \
+    "$BIN" quantize "$SHARED/models/stories260K.gguf" "$TMP/s.gguf" --type q8_0
+[ -e "$TMP/s.gguf" ] && bad "a refused quantize left an output" || ok
+expect 4 "is already Q4_0" -- "$BIN" quantize "$TMP/q4_0.gguf" "$TMP/x.gguf" --type q8_0
+expect 64 "--type expects q8_0 or q4_0" -- "$BIN" quantize "$HF" "$TMP/x.gguf" --type q5_k
+expect 64 "--type q8_0|q4_0 is required" -- "$BIN" quantize "$HF" "$TMP/x.gguf"
+expect 64 "for a weight type use --quant" -- "$BIN" run "$HF" --weights q8_0 -p x
+expect 64 "--quant expects q8_0 or q4_0" -- "$BIN" run "$HF" --quant q5 -p x
+expect 5 "has rows of 172 elements" -- "$BIN" run "$SHARED/models/stories260K.gguf" --quant q4_0 -p x
+
+# --- llama.cpp loads what tessera wrote (only where a llama.cpp build is given) ---
+if [ -n "${TS_LLAMA_CPP_BIN:-}" ] && [ -x "$TS_LLAMA_CPP_BIN/llama-simple" ]; then
+    out=$(LD_LIBRARY_PATH="$TS_LLAMA_CPP_BIN" "$TS_LLAMA_CPP_BIN/llama-simple" -m "$TMP/q4_0.gguf" -n 8 "Hello" 2>/dev/null)
+    [ -n "$out" ] && ok || bad "llama-simple printed nothing for the tessera-written file"
+    echo "llama-simple on the tessera-written Q4_0 file: $out"
+fi
+finish
