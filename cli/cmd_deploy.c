@@ -1,7 +1,8 @@
 /* tessera deploy MODEL [--phases 0-7] [--golden FILE | --hf-python PY [--hf-script FILE]] [--out DIR]
  *                [--threads N] [--force] [--json] [--trials N] [--prefill N] [--prefill-sizes LIST]
  *                [--decode-contexts LIST]
- *                [--decode-tokens N] [--weights auto|mmap|copy] [--inject-fault STEP[:nan|:last][@LAYER]]
+ *                [--decode-tokens N] [--weights auto|mmap|copy] [--quant q8_0|q4_0]
+ *                [--inject-fault STEP[:nan|:last][@LAYER]]
  * Parses the arguments into ts_deploy_opts; the phase driver is src/deploy/driver.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +11,14 @@
 
 #include "cli.h"
 #include "deploy/deploy.h"
+#include "io/quant.h"
 
 static const char *k_usage =
-    "tessera deploy MODEL_DIR [--phases 0-7] [--golden GOLDEN_JSON | --hf-python PYTHON [--hf-script FILE]]\n"
+    "tessera deploy MODEL_DIR|FILE.gguf [--phases 0-7] [--golden GOLDEN_JSON | --hf-python PYTHON [--hf-script FILE]]\n"
     "                      [--out DIR] [--threads N] [--force]\n"
     "                      [--json] [--trials N] [--prefill N] [--prefill-sizes 128,512]\n"
     "                      [--decode-contexts 128,1024] [--decode-tokens N] [--weights auto|mmap|copy]\n"
+    "                      [--quant q8_0|q4_0]   (phases 1-7 on the weight matrices quantized at load)\n"
     "                      [--inject-fault STEP[:nan|:last][@LAYER]]   (debug: corrupts one cpu step)";
 
 /* "2", "0-3": first and last phase; -1 on a malformed range. */
@@ -83,6 +86,8 @@ int cmd_deploy(int argc, char **argv) {
             if (strcmp(w, "auto") && strcmp(w, "mmap") && strcmp(w, "copy"))
                 return cli_usage("deploy", k_usage, "--weights expects auto, mmap or copy");
             p4->weights = !strcmp(w, "auto") ? -1 : !strcmp(w, "copy");
+        } else if (!strcmp(argv[i], "--quant") && i + 1 < argc) {
+            if ((o.quant = ts_quant_parse(argv[++i])) < 0) return cli_usage("deploy", k_usage, "--quant expects q8_0 or q4_0");
         } else if (!strcmp(argv[i], "--prefill-sizes") && i + 1 < argc) {
             if (parse_sizes(argv[++i], p4))
                 return cli_usage("deploy", k_usage, "--prefill-sizes expects up to 8 comma-separated lengths");

@@ -33,6 +33,11 @@ ts_status cli_resolve_deployment(const char *cmd, ts_session_opts *o, ts_deploym
     o->tiles = d->tiles;
     o->n_tiles = d->n_tiles;
     if (o->copy_weights < 0) o->copy_weights = d->copy_weights; /* --weights overrides */
+    if (o->quant < 0 && d->quant >= 0) { /* as deployed; --quant overrides */
+        o->quant = d->quant;
+        fprintf(stderr, "tessera %s: note: %s was deployed with --quant %s: the weight matrices are quantized at "
+                        "load\n", cmd, d->model_dir, d->quant == TS_DTYPE_Q8_0 ? "q8_0" : "q4_0");
+    }
     return TS_OK;
 }
 

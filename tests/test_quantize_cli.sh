@@ -46,6 +46,35 @@ expect 64 "for a weight type use --quant" -- "$BIN" run "$HF" --weights q8_0 -p 
 expect 64 "--quant expects q8_0 or q4_0" -- "$BIN" run "$HF" --quant q5 -p x
 expect 5 "has rows of 172 elements" -- "$BIN" run "$SHARED/models/stories260K.gguf" --quant q4_0 -p x
 
+# --- deploy --quant: phase 0 on the weights as stored (against transformers), phases 1-7 on the
+# matrices quantized at load; the manifest records it, eval and run apply it, a resume must match ---
+QG="$FIX/gguf/qwen3/qwen3-f32.gguf"
+D="$TMP/dq"
+"$BIN" deploy "$QG" --quant q8_0 --golden "$FIX/gguf/qwen3/golden/golden.json" --out "$D" --threads 1 \
+    --phases 0-3 >"$TMP/dq.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok || bad "deploy --quant q8_0 phases 0-3 exit $rc: $(tail -20 "$TMP/dq.log")"
+grep -qF "quantized to Q8_0 at load" "$TMP/dq.log" && ok || bad "deploy did not say the weights are quantized"
+grep -qE '"quant": "Q8_0"' "$D/phase3.json" && ok || bad "phase3.json does not record quant Q8_0"
+expect 1 "ran the weights quantized to Q8_0; this run asks for the weights as stored" -- \
+    "$BIN" deploy "$QG" --out "$D" --phases 4-7 --threads 1
+# phase 7 (eval) re-measures speed claims, which test_deploy checks alone on a quiet machine;
+# here phases 4-6 write the manifest, and eval's reading of model.quant is checked below
+"$BIN" deploy "$QG" --quant q8_0 --out "$D" --phases 4-6 --threads 1 >"$TMP/dq2.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok || bad "deploy --quant q8_0 phases 4-6 exit $rc: $(tail -20 "$TMP/dq2.log")"
+grep -qE '"quant": "Q8_0"' "$D/manifest.json" && ok || bad "manifest.json does not record quant Q8_0"
+# run DEPLOY_DIR quantizes as deployed: the same greedy ids as --quant on the file
+"$BIN" run "$D" -p "Hello" --temp 0 -n 6 --show-ids >"$TMP/rd" 2>"$TMP/rd.err"
+grep -qF "was deployed with --quant q8_0" "$TMP/rd.err" && ok || bad "run DEPLOY_DIR did not apply the quantization: $(cat "$TMP/rd.err")"
+"$BIN" run "$QG" --quant q8_0 -p "Hello" --temp 0 -n 6 --threads 1 --show-ids >"$TMP/rq" 2>/dev/null
+[ -s "$TMP/rd" ] && cmp -s "$TMP/rd" "$TMP/rq" && ok || bad "run DEPLOY_DIR differs from run --quant q8_0: $(cat "$TMP/rd") / $(cat "$TMP/rq")"
+
+# a manifest whose model.quant is not a type: eval says so (a FAIL), run refuses
+sed 's/"quant": "Q8_0"/"quant": "Q5_K"/' "$D/manifest.json" >"$TMP/man" && cp "$TMP/man" "$D/manifest.json"
+expect 3 'model.quant: expected null, "Q8_0" or "Q4_0"' -- "$BIN" run "$D" -p x
+expect 8 'model.quant: expected null, "Q8_0" or "Q4_0"' -- "$BIN" eval "$D" --threads 1
+
 # --- llama.cpp loads what tessera wrote (only where a llama.cpp build is given) ---
 if [ -n "${TS_LLAMA_CPP_BIN:-}" ] && [ -x "$TS_LLAMA_CPP_BIN/llama-simple" ]; then
     out=$(LD_LIBRARY_PATH="$TS_LLAMA_CPP_BIN" "$TS_LLAMA_CPP_BIN/llama-simple" -m "$TMP/q4_0.gguf" -n 8 "Hello" 2>/dev/null)

@@ -24,6 +24,10 @@ typedef struct ts_deploy_opts {
     FILE *out;                 /* progress and tables, or NULL */
     FILE *json;                /* each phase report as JSON, or NULL */
     const char *eval_exe;      /* the tessera binary that runs phase 7 (`EXE eval OUT`) */
+    int quant;                 /* -1, or TS_DTYPE_Q8_0 / TS_DTYPE_Q4_0: phases 1-7 run the weight
+                                  matrices quantized at load (--quant); phase 0 checks the oracle
+                                  on the weights as stored. Recorded in every report and the
+                                  manifest; a resumed run must ask for the same. */
 } ts_deploy_opts;
 
 /* Fills the defaults: phases 0-7, perf defaults, everything else off. */

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "deploy/manifest.h"
 #include "deploy/tiles.h"
+#include "io/quant.h"
 #include "deploy/placement.h"
 #include "io/mmap.h"
 
@@ -16,6 +17,15 @@ int ts_deployment_is(const char *dir) {
     int yes = p && ts_file_exists(p);
     free(p);
     return yes;
+}
+
+ts_status ts_deployment_quant(const json_t *q, const char *path, int *quant, ts_error *err) {
+    *quant = -1;
+    if (!q || json_is_null(q)) return TS_OK;
+    *quant = json_is_string(q) ? ts_quant_parse(json_string_value(q)) : -1;
+    if (*quant < 0)
+        return ts_fail(err, TS_ERR_FORMAT, "%s: model.quant: expected null, \"Q8_0\" or \"Q4_0\"", path);
+    return TS_OK;
 }
 
 ts_status ts_deployment_load(const char *dir, ts_deployment *d, ts_error *err) {
@@ -56,6 +66,7 @@ ts_status ts_deployment_load(const char *dir, ts_deployment *d, ts_error *err) {
     s = ts_tiles_parse(tiles, where, d->tiles, TS_DEPLOY_MAX_TILES, &d->n_tiles, err);
     snprintf(where, sizeof where, "%s: target.weights", path);
     if (!s) s = ts_placement_parse(json_object_get(target, "weights"), where, &d->copy_weights, err);
+    if (!s) s = ts_deployment_quant(json_object_get(json_object_get(man, "model"), "quant"), path, &d->quant, err);
 done:
     json_decref(man);
     free(path);

@@ -3,6 +3,8 @@
  * manifest.json. */
 #ifndef TS_DEPLOY_DEPLOYMENT_H
 #define TS_DEPLOY_DEPLOYMENT_H
+#include <jansson.h>
+
 #include "target/cpu/cpu_target.h"
 
 #define TS_DEPLOY_MAX_TILES 64
@@ -16,8 +18,11 @@ typedef struct ts_deployment {
     int all_gates_passed; /* every phase that ran passed (a "not compared" phase is not a pass) */
     int gates_failed;     /* phases whose recorded verdict is FAIL, or 1 when the deploy was --force'd */
     int oracle_not_compared; /* phase 0 ran without Hugging Face goldens */
+    int quant;               /* model.quant: -1, or the ts_dtype the matrices were quantized to at load */
 } ts_deployment;
 
+/* model.quant of a manifest (null/absent: -1); path names the manifest in the message. */
+ts_status ts_deployment_quant(const json_t *q, const char *path, int *quant, ts_error *err);
 /* 1 when dir holds a manifest.json. */
 int ts_deployment_is(const char *dir);
 /* Errors name the manifest and the field (TS_ERR_FORMAT) or the missing file (TS_ERR_IO). */

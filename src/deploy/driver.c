@@ -15,9 +15,12 @@
 #include "deploy/diagnose.h"
 #include "deploy/manifest.h"
 #include "io/mmap.h"
+#include "io/quant.h"
+#include "model/quantize.h"
 
 void ts_deploy_defaults(ts_deploy_opts *o) {
     memset(o, 0, sizeof *o);
+    o->quant = -1;
     o->lo = 0;
     o->hi = 7;
     ts_perf_defaults(&o->p4, 4);
@@ -96,6 +99,18 @@ static ts_status load_earlier(const char *outdir, int lo, json_t *reports[TS_N_P
     return TS_OK;
 }
 
+/* The model phases 1-7 run: as stored, or with its matrices quantized at load. */
+static ts_status open_model(const ts_deploy_opts *o, ts_model **m, ts_error *err) {
+    ts_status s = ts_model_open(o->model_dir, m, err);
+    if (!s && o->quant >= 0 && (s = ts_model_quantize(*m, (ts_dtype)o->quant, err))) {
+        ts_model_close(*m);
+        *m = NULL;
+    }
+    return s;
+}
+
+static const char *quant_name(int quant) { return quant >= 0 ? ts_dtype_name((ts_dtype)quant) : NULL; }
+
 static ts_status run_phase(const ts_deploy_opts *o, int p, ts_model **m, const char *outdir, int threads, int forced,
                            json_t *reports[TS_N_PHASES], const json_t *diag, int *wrote_manifest, ts_error *err) {
     if (p == 0) {
@@ -103,7 +118,7 @@ static ts_status run_phase(const ts_deploy_opts *o, int p, ts_model **m, const c
                              .hf_script = o->hf_script, .deploy_dir = outdir};
         return ts_phase0_run(o->model_dir, &o0, &reports[0], err);
     }
-    ts_status s = *m ? TS_OK : ts_model_open(o->model_dir, m, err);
+    ts_status s = *m ? TS_OK : open_model(o, m, err);
     if (s) return s;
     /* Phase 1 checks the shapes of every prefill phase 4 measures: its trajectory and TTFT sizes. */
     int sizes[TS_PERF_MAX_SIZES + 1], n_sizes = 0;
@@ -149,6 +164,20 @@ ts_status ts_deploy_run(const ts_deploy_opts *o, ts_error *err) {
     ts_status s, first_fail = TS_OK;
     int earlier_fail, wrote_manifest = 0;
     if ((s = load_earlier(outdir, o->lo, reports, &earlier_fail, err))) goto done;
+    /* A resumed run continues the same deployment: the weight type of phases 1.. must match. */
+    for (int p = 1; p < o->lo && p < TS_N_PHASES; p++) {
+        if (!reports[p]) continue;
+        const char *was = json_string_value(json_object_get(reports[p], "quant")), *now = quant_name(o->quant);
+        if ((was == NULL) != (now == NULL) || (was && strcmp(was, now))) {
+            s = ts_fail(err, TS_ERR_ARG, "%s/phase%d.json ran the weights %s%s; this run asks for %s%s (pass the same "
+                        "--quant, or start again at phase 0)", outdir, p, was ? "quantized to " : "as stored",
+                        was ? was : "", now ? "--quant " : "the weights as stored", now ? now : "");
+            goto done;
+        }
+    }
+    if (out && o->quant >= 0)
+        fprintf(out, "weights: phase 0 checks the oracle on the weights as stored; phases 1-7 run the weight matrices "
+                     "quantized to %s at load (the oracle on their exact dequantized values)\n", quant_name(o->quant));
     if (earlier_fail >= 0) {
         if (!o->force) {
             s = ts_fail(err, TS_ERR_GATE, "phase %d failed its gate in an earlier run (%s/phase%d.json); phase %d "
@@ -168,6 +197,7 @@ ts_status ts_deploy_run(const ts_deploy_opts *o, ts_error *err) {
         if (p != 7 && reports[p]) {
             json_object_set_new(reports[p], "wall_s", json_real(ts_now_s() - t_phase));
             json_object_set_new(reports[p], "threads", json_integer(threads));
+            if (p >= 1) json_object_set_new(reports[p], "quant", o->quant >= 0 ? json_string(quant_name(o->quant)) : json_null());
             if (first_fail != TS_OK) json_object_set_new(reports[p], "forced", json_true());
             char name[32];
             snprintf(name, sizeof name, "phase%d.json", p);
@@ -191,7 +221,7 @@ ts_status ts_deploy_run(const ts_deploy_opts *o, ts_error *err) {
     }
     if (first_fail && !o->force && out) fprintf(out, "a gate failed: later phases were not run (--force runs them anyway)\n");
     /* The deployment directory is finalized whatever happened, so a failure is on record. */
-    s = m ? TS_OK : ts_model_open(o->model_dir, &m, err);
+    s = m ? TS_OK : open_model(o, &m, err);
     if (!s && !wrote_manifest) s = ts_manifest_write(m, outdir, reports, threads, o->force && first_fail, diag, err);
     if (s) goto done;
     if (out) {

@@ -34,6 +34,8 @@ static json_t *identity(const ts_model *m, ts_error *err, ts_status *s) {
     ts_config_features(&m->cfg, feat, sizeof feat);
     json_object_set_new(id, "features", json_string(feat));
     json_object_set_new(id, "n_params", json_integer((json_int_t)m->n_params));
+    /* --quant: phases 1-7 ran the matrices quantized at load; eval and run do the same */
+    json_object_set_new(id, "quant", m->quantized >= 0 ? json_string(ts_dtype_name((ts_dtype)m->quantized)) : json_null());
     if ((*s = ts_sha256_file(m->config_path, hex, err))) {
         json_decref(files);
         return id;

@@ -13,12 +13,14 @@
 #include "core/error.h"
 #include "core/pool.h"
 #include "deploy/eval_internal.h"
+#include "deploy/deployment.h"
 #include "deploy/gates.h"
-#include "deploy/tiles.h"
 #include "deploy/placement.h"
+#include "deploy/tiles.h"
 #include "io/json.h"
 #include "io/mmap.h"
 #include "io/sha256.h"
+#include "model/quantize.h"
 #include "target/cpu/cpu_target.h"
 
 void ts_eval_note(ts_eval_checks *k, int level, const char *fmt, ...) {
@@ -240,7 +242,10 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     ts_model *m = NULL;
     ts_error e;
     const json_t *perf = json_object_get(man, "performance");
-    if (ts_model_open(mdir, &m, &e) || ts_model_check_values(m, &e)) {
+    int quant = -1;
+    /* a --quant deployment: its matrices are quantized at load exactly as deploy did */
+    if (ts_deployment_quant(json_object_get(model, "quant"), "manifest.json", &quant, &e) || ts_model_open(mdir, &m, &e) ||
+        ts_model_check_values(m, &e) || (quant >= 0 && ts_model_quantize(m, (ts_dtype)quant, &e))) {
         ts_eval_note(&k, TS_EVAL_FAIL, "%s", e.msg);
     } else {
         /* Phase 1 again at the prefill sizes deploy's phase 1 checked (the trajectory's and every

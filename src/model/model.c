@@ -155,6 +155,7 @@ ts_status ts_model_open(const char *dir, ts_model **out, ts_error *err) {
     ts_model *m = calloc(1, sizeof *m);
     if (!m) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     m->dir = strdup(dir);
+    m->quantized = -1;
     int gguf = !ts_dir_exists(dir) && ts_file_exists(dir);
     m->config_path = gguf ? strdup(dir) : ts_path_join(dir, "config.json");
     ts_status s;

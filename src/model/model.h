@@ -31,6 +31,7 @@ struct ts_model {
      * for the tokenizer and chat template (its views point into store.maps[0]). NULL for a
      * Hugging Face directory. */
     struct ts_gguf *gguf;
+    int quantized; /* -1, or the type ts_model_quantize made the matrices at load (--quant) */
 };
 
 const ts_config *ts_model_config(const ts_model *m);

@@ -72,5 +72,6 @@ ts_status ts_model_quantize(ts_model *m, ts_dtype type, ts_error *err) {
         t->heap = 1;
     }
     snprintf(m->cfg.torch_dtype, sizeof m->cfg.torch_dtype, "%s", ts_dtype_name(type));
+    m->quantized = (int)type;
     return TS_OK;
 }
