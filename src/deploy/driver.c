@@ -106,6 +106,8 @@ static ts_status open_model(const ts_deploy_opts *o, ts_model **m, ts_error *err
         ts_model_close(*m);
         *m = NULL;
     }
+    if (!s && o->quant >= 0 && (*m)->quant_kept && o->out)
+        fprintf(o->out, "weights: %d matrices stay as stored (rows not whole 32-element blocks)\n", (*m)->quant_kept);
     return s;
 }
 

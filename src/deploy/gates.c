@@ -26,6 +26,16 @@ static const ts_threshold k_table[] = {
     {"phase3", "mutual_top_k", TS_GATE_LE, 5},
     {"phase3", "position_violations", TS_GATE_LE, 0},
     {"phase3", "lockstep_violations", TS_GATE_LE, 0},
+    /* phase 3 of a --quant deployment: the oracle on the quantized weights against the oracle
+     * on the weights as stored (quant_agreement.c): the share of the stored model's decisive
+     * positions whose top-1 survives, and of all positions whose stored top-1 stays in the
+     * quantized top-5. Measured (docs/quantization.md): Q8_0 kept every decisive top-1 and every
+     * top-5 on the trained stories260K and four random tiny presets; Q4_0 kept 0.906 of the
+     * decisive top-1 (stories260K, 48/53) and 0.953 of the top-5 (qwen3-0.6b-tiny) at worst */
+    {"phase3", "quant_q8_0_decisive_top1", TS_GATE_GE, 0.98},
+    {"phase3", "quant_q8_0_top5", TS_GATE_GE, 0.98},
+    {"phase3", "quant_q4_0_decisive_top1", TS_GATE_GE, 0.85},
+    {"phase3", "quant_q4_0_top5", TS_GATE_GE, 0.90},
     /* phase 4: the final plan (tuned tiles, weight placement) against the oracle on the
      * phase-3 prompts under the phase-3 rules; every timed row has a finite positive sample
      * per requested trial (measure.h: ts_measurement_valid) */

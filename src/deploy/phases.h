@@ -38,6 +38,11 @@ typedef struct ts_phase_opts {
 ts_status ts_phase1_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
 ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
 ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
+/* For a model quantized at load (m->quantized >= 0): the oracle on it against the oracle on the
+ * weights as stored, on phase 3's prompts; appends the quant_* gate rows and rep.quantization.
+ * Does nothing for other models. */
+ts_status ts_phase_quant_agreement(const ts_model *m, const ts_prompt_set *ps, const ts_phase_opts *o, json_t *rep,
+                                   json_t *gates, int *pass, ts_error *err);
 
 /* ---- phases 4-5: the optimization trajectory ----
  * Each times the cpu plan with its optimizations switched on one after another (the unfused,

@@ -31,7 +31,8 @@ struct ts_model {
      * for the tokenizer and chat template (its views point into store.maps[0]). NULL for a
      * Hugging Face directory. */
     struct ts_gguf *gguf;
-    int quantized; /* -1, or the type ts_model_quantize made the matrices at load (--quant) */
+    int quantized;  /* -1, or the type ts_model_quantize made the matrices at load (--quant) */
+    int quant_kept; /* matrices it left as stored: rows not whole 32-element blocks */
 };
 
 const ts_config *ts_model_config(const ts_model *m);

@@ -59,6 +59,12 @@ ts_status ts_model_quantize(ts_model *m, ts_dtype type, ts_error *err) {
     for (int i = 0; i < st->n_tensors; i++) {
         ts_tensor *t = &st->tensors[i];
         if (!ts_tensor_quantizable(t) || t->dtype == type) continue;
+        /* rows that are not whole blocks stay as stored, as llama-quantize falls back for them
+         * (stories260K's down projections, 172 wide) */
+        if (t->shape[1] % TS_QBLOCK) {
+            m->quant_kept++;
+            continue;
+        }
         void **grown = realloc(st->heap, (size_t)(st->n_heap + 1) * sizeof *grown);
         if (!grown) return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory quantizing \"%s\"", t->file, t->name);
         st->heap = grown;

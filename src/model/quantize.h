@@ -14,7 +14,9 @@ ts_status ts_tensor_quantize(const ts_tensor *t, ts_dtype type, void **out, ts_e
 int ts_tensor_quantizable(const ts_tensor *t);
 
 /* Replaces every quantizable tensor of m's store by an owned quantized copy (ts_tensor.heap),
- * in place, so the model's views stay valid; tensors already of `type` are kept. The config's
+ * in place, so the model's views stay valid; tensors already of `type` are kept, and so are
+ * matrices whose rows are not whole blocks (counted in m->quant_kept, as llama-quantize falls
+ * back for them). The config's
  * torch_dtype then names the type. The oracle reads the copies through ts_dtype_to_f32, i.e. it
  * runs the dequantized weights exactly. */
 ts_status ts_model_quantize(ts_model *m, ts_dtype type, ts_error *err);
