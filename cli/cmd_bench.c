@@ -126,7 +126,7 @@ int cmd_bench(int argc, char **argv) {
     double pf_gflops[MAX_SIZES];
     for (int k = 0; k < n_sizes; k++) pf_gflops[k] = ts_measure_prefill_flops(c, sizes[k]) / (pf[k].mean_ms / 1e3) / 1e9;
     const ts_measurement *last = &pf[n_sizes - 1];
-    double bytes_tok = ts_measure_decode_bytes(c, decode_ctx + gen / 2.0);
+    double bytes_tok = ts_measure_decode_bytes(m, decode_ctx + gen / 2.0);
     double pf_frac = pf_gflops[n_sizes - 1] / pk.flops_gflops;
     double dec_gbs = bytes_tok * dec.rate / 1e9, dec_frac = dec_gbs / pk.read_gbs;
     /* Load: opening the model and creating the first session; cold TTFT adds its first prefill. */

@@ -140,6 +140,11 @@ static void check_model(const char *name, const char *dir, ts_cpu_variant v) {
             double scale = 0;
             for (size_t k = 0; k < nl; k++) scale = fmax(scale, fabs(lr[k]));
             double bound = fmax(1e-5, 1e-6 * scale);
+            /* Quantized weights: decode quantizes x to 16 bits per 32-block (gemm.h; 2^-15 of the
+             * block's largest |x|), prefill runs FP32 x on the dequantized W: measured up to
+             * 6.1e-5 of the largest logit (llama-q8_0, 2 layers), so 2e-4 of it */
+            uint64_t qbytes;
+            if (ts_cpu_weight_quantized(m, &qbytes) > 0) bound = fmax(bound, 2e-4 * scale);
             if (bf16_act) {
                 double own = 0;
                 for (size_t k = 0; k < nl; k++) own = fmax(own, fabs(lc[k] - lr[k]));
@@ -310,6 +315,41 @@ static void check_stories(ts_cpu_variant v, const char *tmp) {
     ts_model_close(m);
 }
 
+/* Q8_0 / Q4_0 GGUFs: the cpu target reads the blocks in place (nothing converted at load) and
+ * meets the same gates against the oracle, which runs the exactly dequantized weights. */
+static void check_quantized(ts_cpu_variant v) {
+    static const char *files[] = {"llama/llama-q8_0.gguf", "llama/llama-q4_0.gguf", "qwen3/qwen3-q8_0.gguf",
+                                  "qwen3/qwen3-q4_0.gguf"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", th_fixture("gguf"), files[i]);
+        check_model(files[i], path, v);
+        ts_error err;
+        ts_model *m;
+        ts_cpu *cp = NULL;
+        if (ts_model_open(path, &m, &err)) {
+            CHECK(0, "%s", err.msg);
+            continue;
+        }
+        ts_cpu_opts o = {.n_threads = 1, .force_variant = (int)v};
+        uint64_t qb;
+        int nq = ts_cpu_weight_quantized(m, &qb);
+        if (ts_cpu_new(m, 8, &o, &cp, &err) == TS_OK) {
+            const ts_config *c = ts_model_config(m);
+            /* every matrix: 7 per layer and the embedding (tied: also the LM head) */
+            int want = 7 * c->n_layers + 1 + (m->lm_head != m->embed);
+            printf("    %s: %d quantized matrices in place (%.1f KiB), %zu bytes converted at load\n", files[i], nq,
+                   (double)qb / 1024, ts_cpu_converted_bytes(cp));
+            CHECK(nq == want && ts_cpu_converted_bytes(cp) == 0, "%s: %d of %d matrices in place, %zu bytes converted",
+                  files[i], nq, want, ts_cpu_converted_bytes(cp));
+            ts_cpu_free(cp);
+        } else {
+            CHECK(0, "%s", err.msg);
+        }
+        ts_model_close(m);
+    }
+}
+
 int main(void) {
     static const char *hf[] = {"llama_gqa_rope3", "llama_mha", "llama_untied_sharded", "qwen2_bias", "qwen3_qknorm", "llama_attn_bias"};
     /* CMakeLists.txt runs this test again with each AVX-512 prefill kernel forced: on a CPU
@@ -343,6 +383,7 @@ int main(void) {
             check_model(p, dir, (ts_cpu_variant)v);
         }
         check_stories((ts_cpu_variant)v, base);
+        check_quantized((ts_cpu_variant)v);
     }
     return th_finish("test_cpu_forward");
 }

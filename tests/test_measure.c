@@ -35,13 +35,31 @@ static void test_stats(void) {
  * 256, tied. Per layer q 64x128 + k,v 2x64x64 + o 128x64 + gate,up,down 3x64x128 = 49152
  * parameters; 2 layers 98304; with the 256x64 embedding 114688, 229376 bytes as BF16. The FP32
  * KV cache is 2 layers x (K + V) x 64 x 4 bytes = 1024 bytes per position. */
-static void test_formulas(const ts_config *c) {
+static void test_formulas(const ts_model *m) {
+    const ts_config *c = ts_model_config(m);
     CHECK(c->n_embd == 64 && c->n_heads == 4 && c->head_dim == 32 && c->n_kv_heads == 2 && c->n_ff == 128 &&
               c->n_layers == 2 && c->n_vocab == 256,
           "fixture shapes changed: the hand-computed values below assume qwen3_qknorm's");
-    CHECK(ts_measure_decode_bytes(c, 0) == 229376, "decode bytes at ctx 0: %.0f", ts_measure_decode_bytes(c, 0));
-    CHECK(ts_measure_decode_bytes(c, 100) == 229376 + 102400, "decode bytes at ctx 100: %.0f",
-          ts_measure_decode_bytes(c, 100));
+    CHECK(ts_measure_decode_bytes(m, 0) == 229376, "decode bytes at ctx 0: %.0f", ts_measure_decode_bytes(m, 0));
+    CHECK(ts_measure_decode_bytes(m, 100) == 229376 + 102400, "decode bytes at ctx 100: %.0f",
+          ts_measure_decode_bytes(m, 100));
+    /* A Q8_0 GGUF: its blocks as stored, 34 bytes per 32 weights (every matrix is Q8_0). */
+    {
+        char path[1024];
+        ts_model *q;
+        ts_error err;
+        snprintf(path, sizeof path, "%s/qwen3/qwen3-q8_0.gguf", th_fixture("gguf"));
+        if (ts_model_open(path, &q, &err) == TS_OK) {
+            const ts_config *qc = ts_model_config(q);
+            double H = qc->n_embd, Q = (double)qc->n_heads * qc->head_dim, KV = (double)qc->n_kv_heads * qc->head_dim;
+            double params = qc->n_layers * (2 * H * Q + 2 * H * KV + 3 * H * qc->n_ff) + (double)qc->n_vocab * H;
+            CHECK(ts_measure_decode_bytes(q, 0) == params / 32 * 34, "Q8_0 decode bytes %.0f, expected %.0f",
+                  ts_measure_decode_bytes(q, 0), params / 32 * 34);
+            ts_model_close(q);
+        } else {
+            CHECK(0, "%s", err.msg);
+        }
+    }
     /* S = 10: GEMMs 2 x 98304 x 10 = 1966080; causal attention QK^T and PV, 2 layers x 4 x 4
      * heads x 32 x (10 x 11 / 2) = 56320; the one-row LM head 2 x 256 x 64 = 32768. */
     CHECK(ts_measure_prefill_flops(c, 10) == 1966080 + 56320 + 32768, "prefill flops S=10: %.0f",
@@ -141,8 +159,8 @@ static void test_measure(const ts_model *m) {
     CHECK(s == TS_OK, "unfused prefill: %s", err.msg);
     if (!s) {
         check_measurement(&r, 2, 8, unfused * L + 1, unfused, "prefill unfused");
-        CHECK(r.copied == (size_t)ts_measure_decode_bytes(c, 0), "copied %zu bytes, the weights are %.0f", r.copied,
-              ts_measure_decode_bytes(c, 0));
+        CHECK(r.copied == (size_t)ts_measure_decode_bytes(m, 0), "copied %zu bytes, the weights are %.0f", r.copied,
+              ts_measure_decode_bytes(m, 0));
         ts_measurement_free(&r);
     }
 
@@ -357,7 +375,7 @@ static void test_trajectory(const ts_model *m) {
                       strstr(str(first, "step"), "baseline") &&
                       json_integer_value(json_object_get(first, "dispatches_per_layer")) == TS_N_STEPS &&
                       json_integer_value(json_object_get(first, "weights_copied_bytes")) ==
-                          (json_int_t)ts_measure_decode_bytes(c, 0),
+                          (json_int_t)ts_measure_decode_bytes(m, 0),
                   "phase %d baseline row: %s", phase, json_dumps(first, JSON_COMPACT));
             CHECK(json_integer_value(json_object_get(json_array_get(rows, 1), "dispatches_per_layer")) == 3,
                   "phase %d: the second row fuses", phase);
@@ -371,7 +389,7 @@ static void test_trajectory(const ts_model *m) {
             }
             CHECK(json_integer_value(json_object_get(fin, "disabled_mask")) == (copy ? TS_OPT_ZERO_COPY : 0) &&
                       json_integer_value(json_object_get(fin, "weights_copied_bytes")) ==
-                          (copy ? (json_int_t)ts_measure_decode_bytes(c, 0) : 0),
+                          (copy ? (json_int_t)ts_measure_decode_bytes(m, 0) : 0),
                   "phase %d copy %d final row: %s", phase, copy, json_dumps(fin, JSON_COMPACT));
             CHECK((strstr(str(fin, "step"), "huge pages") != NULL) == copy, "phase %d copy %d final step name: %s",
                   phase, copy, str(fin, "step"));
@@ -412,7 +430,7 @@ int main(void) {
         CHECK(0, "%s", err.msg);
         return th_finish("test_measure");
     }
-    test_formulas(ts_model_config(m));
+    test_formulas(m);
     test_measure(m);
     test_tiles(m);
     test_trajectory(m);

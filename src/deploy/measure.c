@@ -26,9 +26,22 @@ static double matrix_params(const ts_config *c) {
     return (double)c->n_layers * (H * Q + 2 * H * KV + Q * H + 3.0 * H * c->n_ff);
 }
 
-double ts_measure_decode_bytes(const ts_config *c, double ctx) {
-    double KV = (double)c->n_kv_heads * c->head_dim;
-    return 2 * (matrix_params(c) + (double)c->n_vocab * c->n_embd) + (double)c->n_layers * ctx * 2 * KV * 4;
+/* Bytes the cpu target reads for a matrix: Q8_0 / Q4_0 blocks as stored, anything else as BF16. */
+static double mat_read_bytes(const ts_tensor *t) {
+    if (!t) return 0;
+    if ((t->dtype == TS_DTYPE_Q8_0 || t->dtype == TS_DTYPE_Q4_0) && t->shape[1] % TS_QBLOCK == 0) return (double)t->nbytes;
+    return 2.0 * (double)t->numel;
+}
+
+double ts_measure_decode_bytes(const ts_model *m, double ctx) {
+    const ts_config *c = ts_model_config(m);
+    double KV = (double)c->n_kv_heads * c->head_dim, w = mat_read_bytes(m->lm_head);
+    for (int l = 0; l < c->n_layers; l++) {
+        const ts_layer_w *L = &m->layers[l];
+        w += mat_read_bytes(L->wq) + mat_read_bytes(L->wk) + mat_read_bytes(L->wv) + mat_read_bytes(L->wo) +
+             mat_read_bytes(L->w_gate) + mat_read_bytes(L->w_up) + mat_read_bytes(L->w_down);
+    }
+    return w + (double)c->n_layers * ctx * 2 * KV * 4;
 }
 
 double ts_measure_prefill_flops(const ts_config *c, int S) {

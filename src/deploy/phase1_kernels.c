@@ -65,7 +65,8 @@ static ts_status kernel_case(const ts_tensor *W, const gemm_case *g, int layer, 
         s = ts_fail(err, TS_ERR_NOMEM, "phase 1: out of memory for %s at %d rows", W->name, S);
         goto done;
     }
-    if (W->dtype != TS_DTYPE_BF16) { /* the cpu target runs a BF16 copy of such weights */
+    int quant = (W->dtype == TS_DTYPE_Q8_0 || W->dtype == TS_DTYPE_Q4_0) && K % TS_QBLOCK == 0;
+    if (W->dtype != TS_DTYPE_BF16 && !quant) { /* the cpu target runs a BF16 copy of such weights */
         wb = malloc(sizeof(uint16_t) * (size_t)N * K);
         if (!wb) {
             s = ts_fail(err, TS_ERR_NOMEM, "phase 1: out of memory for %s", W->name);
@@ -85,7 +86,9 @@ static ts_status kernel_case(const ts_tensor *W, const gemm_case *g, int layer, 
     ref_job j = {ref, x, W, S, N, K, rows};
     ts_pool_run(pool, ref_part, &j);
     double a = ts_now_s();
-    if ((s = ts_cpu_matmul(x, S, w, N, K, y, err))) goto done;
+    /* quantized weights: read in place by the quantized kernels, as a session does */
+    if ((s = quant ? ts_cpu_matmul_q(x, S, W->data, W->dtype, N, K, y, err) : ts_cpu_matmul(x, S, w, N, K, y, err)))
+        goto done;
     *ms = (ts_now_s() - a) * 1e3;
     if (g->step != TS_N_STEPS) ts_cpu_fault_apply(fault, g->step, layer, y, S, N, g->col0, N, g->width);
     ts_metrics_compute(y, ref, S, N, mt); /* an output the kernel never wrote stays NaN: non-finite */

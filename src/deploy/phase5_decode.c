@@ -95,7 +95,7 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
         ts_measure_opts mo = {.threads = o->threads, .trials = o->trials, .disable = ts_placement_mask(copy),
                               .tiles = tiles, .fault = o->fault};
         if (C != C0 && (s = ts_measure_decode(m, &mo, C, D, &r, err))) break;
-        double gbs = ts_measure_decode_bytes(c, C + D / 2.0) * r.rate / 1e9;
+        double gbs = ts_measure_decode_bytes(m, C + D / 2.0) * r.rate / 1e9;
         if (out)
             fprintf(out, "  decode at context %5d: %8.2f tok/s +- %.2f, %.2f GB/s (%.0f%% of the %.1f GB/s read peak)\n", C,
                     r.rate, r.rate_sd, gbs, 100 * gbs / pk.read_gbs, pk.read_gbs);

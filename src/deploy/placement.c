@@ -116,6 +116,15 @@ void ts_placement_note_copies(const ts_model *m, json_t *report, FILE *out) {
     int conv, pad;
     uint64_t pad_bytes;
     ts_cpu_weight_copies(m, &conv, &pad, &pad_bytes);
+    uint64_t q_bytes;
+    int quant = ts_cpu_weight_quantized(m, &q_bytes);
+    if (quant && report) {
+        json_object_set_new(report, "quantized_in_place_matrices", json_integer(quant));
+        json_object_set_new(report, "quantized_in_place_bytes", json_integer((json_int_t)q_bytes));
+    }
+    if (quant && out)
+        fprintf(out, "  weight placement: %d Q8_0/Q4_0 matri%s (%.2f MiB) read in place by the quantized kernels, no "
+                     "BF16 copy\n", quant, quant == 1 ? "x" : "ces", (double)q_bytes / 1048576.0);
     if (pad && report) {
         json_object_set_new(report, "padded_matrices", json_integer(pad));
         json_object_set_new(report, "padded_bytes", json_integer((json_int_t)pad_bytes));

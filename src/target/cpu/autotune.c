@@ -42,8 +42,15 @@ static void record(ts_cpu *c, int bucket, int N, int K, ts_gemm_tile t, double g
 
 /* Tunes one (S, N, K) on weights W, whose rows are ts_gemm_kpad(K) apart (the session's
  * layout); tiles are keyed by the model's K. */
-static ts_status tune_shape(ts_cpu *c, const char *name, const uint16_t *W, int S, int N, int K, double max_rel_l2,
+static ts_status tune_shape(ts_cpu *c, const char *name, cpu_mat Wm, int S, int N, int K, double max_rel_l2,
                             FILE *log, ts_error *err) {
+    if (Wm.dt != TS_DTYPE_BF16) { /* the quantized kernels take no tile (gemm.h): nothing to tune */
+        if (log)
+            fprintf(log, "  autotune %-9s S=%-4d N=%-6d K=%-5d -> %s weights: fixed kernel, not tuned\n", name, S, N, K,
+                    ts_dtype_name(Wm.dt));
+        return TS_OK;
+    }
+    const uint16_t *W = Wm.w;
     int bucket = ts_cpu_s_bucket(S), nref = N < 64 ? N : 64;
     for (int i = 0; i < c->n_tiles; i++)
         if (c->tiles[i].bucket == bucket && c->tiles[i].n == N && c->tiles[i].k == K) return TS_OK;
@@ -111,7 +118,7 @@ ts_status ts_cpu_autotune(ts_cpu *c, int S, double max_rel_l2, FILE *log, ts_err
     int H = cf->n_embd, Q = cf->n_heads * cf->head_dim, KV = cf->n_kv_heads * cf->head_dim, F = cf->n_ff;
     const struct {
         const char *name;
-        const uint16_t *w;
+        cpu_mat w;
         int n, k;
     } shapes[] = {{"q_proj", L->wq, Q, H}, {"kv_proj", L->wk, KV, H}, {"o_proj", L->wo, H, Q},
                   {"gate_up", L->wg, F, H}, {"down", L->wd, H, F}};

@@ -11,7 +11,7 @@ typedef enum ts_cpu_variant {
 } ts_cpu_variant;
 
 typedef struct ts_cpu_features {
-    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512bf16;
+    int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512bf16, avx512vnni;
     char brand[64];
 } ts_cpu_features;
 

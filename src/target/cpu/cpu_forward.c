@@ -96,7 +96,24 @@ static void pad_part(void *ctx, int ith, int nth) {
     }
 }
 
-static const uint16_t *mat(ts_cpu *c, const ts_tensor *t) {
+/* Q8_0 / Q4_0 matrices the quantized kernels read as stored (rows of whole blocks). */
+static int quant_in_place(const ts_tensor *t) { return ts_dtype_is_quant(t->dtype) && t->shape[1] % TS_QBLOCK == 0; }
+
+static const uint16_t *mat_bf16(ts_cpu *c, const ts_tensor *t);
+
+static cpu_mat mat(ts_cpu *c, const ts_tensor *t) {
+    if (!quant_in_place(t)) return (cpu_mat){mat_bf16(c, t), TS_DTYPE_BF16};
+    if (!(c->disable & TS_OPT_ZERO_COPY)) return (cpu_mat){t->data, t->dtype}; /* zero-copy */
+    void *w = own(c, t->nbytes); /* the copying baseline, still quantized */
+    if (!w) return (cpu_mat){NULL, t->dtype};
+    copy_job j = {w, t->data, t->nbytes};
+    ts_pool_run(c->pool, copy_part, &j);
+    if (c->release_source && !t->heap) release_pages(t->data, j.n);
+    c->converted += t->nbytes;
+    return (cpu_mat){w, t->dtype};
+}
+
+static const uint16_t *mat_bf16(ts_cpu *c, const ts_tensor *t) {
     int64_t N = t->shape[0], K = t->shape[1], Kp = ts_gemm_kpad((int)K);
     if (Kp != K) { /* even a BF16 tensor: the kernels need the padded row stride */
         uint16_t *w = own(c, (size_t)(N * Kp) * sizeof *w);
@@ -145,7 +162,7 @@ static int bind_weights(ts_cpu *c) {
         L->q_norm = vec(c, w->q_norm), L->k_norm = vec(c, w->k_norm);
         L->bq = vec(c, w->bq), L->bk = vec(c, w->bk), L->bv = vec(c, w->bv), L->bo = vec(c, w->bo);
         L->bg = vec(c, w->b_gate), L->bu = vec(c, w->b_up), L->bd = vec(c, w->b_down);
-        if (!L->wq || !L->wk || !L->wv || !L->wo || !L->wg || !L->wu || !L->wd || !L->attn_norm ||
+        if (!L->wq.w || !L->wk.w || !L->wv.w || !L->wo.w || !L->wg.w || !L->wu.w || !L->wd.w || !L->attn_norm ||
             !L->ffn_norm || (w->q_norm && !L->q_norm) || (w->k_norm && !L->k_norm) ||
             (w->bq && !L->bq) || (w->bk && !L->bk) || (w->bv && !L->bv) || (w->bo && !L->bo) ||
             (w->b_gate && !L->bg) || (w->b_up && !L->bu) || (w->b_down && !L->bd))
@@ -154,7 +171,7 @@ static int bind_weights(ts_cpu *c) {
     c->embed = mat(c, m->embed);
     c->lm_head = m->lm_head == m->embed ? c->embed : mat(c, m->lm_head);
     c->final_norm = vec(c, m->final_norm);
-    return c->embed && c->lm_head && c->final_norm ? 0 : -1;
+    return c->embed.w && c->lm_head.w && c->final_norm ? 0 : -1;
 }
 
 /* ---- session ---- */
@@ -175,6 +192,7 @@ static uint64_t owned_bytes(size_t bytes) {
     return bytes >= HUGE_PAGE ? (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE : bytes;
 }
 static uint64_t mat_bytes(const ts_tensor *t, unsigned disable) {
+    if (quant_in_place(t)) return disable & TS_OPT_ZERO_COPY ? owned_bytes(t->nbytes) : 0;
     int64_t Kp = ts_gemm_kpad((int)t->shape[1]);
     if (Kp != t->shape[1]) return owned_bytes((size_t)(t->shape[0] * Kp) * sizeof(uint16_t)); /* padded copy */
     if (t->dtype == TS_DTYPE_BF16 && !(disable & TS_OPT_ZERO_COPY)) return 0;
@@ -220,6 +238,7 @@ void ts_cpu_weight_copies(const ts_model *m, int *n_converted, int *n_padded, ui
         for (size_t i = 0; i < n; i++) {
             const ts_tensor *t = mats[i];
             if (!t) continue;
+            if (quant_in_place(t)) continue; /* read in place by the quantized kernels */
             if (t->dtype != TS_DTYPE_BF16) (*n_converted)++;
             else if (ts_gemm_kpad((int)t->shape[1]) != t->shape[1]) {
                 (*n_padded)++;
@@ -227,6 +246,22 @@ void ts_cpu_weight_copies(const ts_model *m, int *n_converted, int *n_padded, ui
             }
         }
     }
+}
+
+int ts_cpu_weight_quantized(const ts_model *m, uint64_t *bytes) {
+    const ts_config *cf = ts_model_config(m);
+    int n = 0;
+    *bytes = 0;
+    for (int l = 0; l <= cf->n_layers; l++) { /* l == n_layers: embed and lm_head */
+        const ts_layer_w *w = &m->layers[l < cf->n_layers ? l : 0];
+        const ts_tensor *layer[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        const ts_tensor *top[] = {m->embed, m->lm_head != m->embed ? m->lm_head : NULL};
+        const ts_tensor *const *mats = l < cf->n_layers ? layer : top;
+        size_t k = l < cf->n_layers ? sizeof layer / sizeof layer[0] : 2;
+        for (size_t i = 0; i < k; i++)
+            if (mats[i] && quant_in_place(mats[i])) n++, *bytes += mats[i]->nbytes;
+    }
+    return n;
 }
 
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
@@ -250,6 +285,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->c = cf;
     c->variant = v;
     c->gemm = ts_cpu_gemm_for(v);
+    c->gemm_q = ts_cpu_gemm_q_for(v);
     c->attn_row = v >= TS_CPU_AVX2 ? ts_cpu_attn_row_avx2 : ts_cpu_attn_row_scalar;
     c->max_seq = max_seq;
     c->Hp = ts_gemm_kpad(H), c->Qp = ts_gemm_kpad(Q), c->Fp = ts_gemm_kpad(F);
@@ -294,7 +330,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->rope_cs = p;
     if (bind_weights(c) != 0) {
         ts_cpu_free(c);
-        return ts_fail(err, TS_ERR_NOMEM, "cpu session: out of memory converting weights to BF16");
+        return ts_fail(err, TS_ERR_NOMEM, "cpu session: out of memory copying or converting weights");
     }
     {
         /* The oracle's frequency table: one definition of llama3 scaling for both targets. */
@@ -373,9 +409,10 @@ ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits,
     for (int c0 = 0; c0 < n; c0 += c->chunk) {
         int S = n - c0 < c->chunk ? n - c0 : c->chunk;
         set_rows(c, S, c->n_past + c0);
+        /* a BF16 embedding's rows are Hp apart (a padded copy when H % 16 != 0), a quantized one's H */
+        size_t row = c->embed.dt == TS_DTYPE_BF16 ? (size_t)c->Hp : (size_t)H;
         for (int s = 0; s < S; s++)
-            ts_dtype_to_f32(TS_DTYPE_BF16, c->embed, (size_t)tokens[c0 + s] * (size_t)c->Hp, (size_t)H,
-                            c->x + (size_t)s * H);
+            ts_dtype_to_f32(c->embed.dt, c->embed.w, (size_t)tokens[c0 + s] * row, (size_t)H, c->x + (size_t)s * H);
         if (hidden) memcpy(hidden + (size_t)c0 * H, c->x, sizeof(float) * (size_t)S * H);
         for (int l = 0; l < L; l++) {
             c->layer = l;

@@ -18,10 +18,16 @@ typedef struct ts_tile_entry {
     double gflops;
 } ts_tile_entry;
 
-/* Matrices (N, K) with rows ts_gemm_kpad(K) apart: borrowed from the mmap when BF16 and K is
- * a multiple of 16, otherwise zero-padded copies. */
+/* A weight matrix (N, K) as the kernels read it: BF16 with rows ts_gemm_kpad(K) apart (borrowed
+ * from the mmap when stored as BF16 with K a multiple of 16, otherwise a zero-padded or
+ * converted copy), or Q8_0 / Q4_0 blocks as stored (K % 32 == 0), borrowed from the mmap. */
+typedef struct cpu_mat {
+    const void *w;
+    ts_dtype dt; /* TS_DTYPE_BF16, TS_DTYPE_Q8_0 or TS_DTYPE_Q4_0 */
+} cpu_mat;
+
 typedef struct cpu_layer {
-    const uint16_t *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+    cpu_mat wq, wk, wv, wo, wg, wu, wd;
     const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *bg, *bu, *bd;
 } cpu_layer;
 
@@ -31,13 +37,14 @@ struct ts_cpu {
     ts_pool *pool;
     ts_cpu_variant variant;
     ts_gemm_fn gemm;
+    ts_gemm_q_fn gemm_q; /* for Q8_0 / Q4_0 matrices */
     ts_attn_row_fn attn_row;
     int max_seq, n_past, chunk, nth;
     /* Row strides of the packed activations feeding a GEMM and of the weights it reads, for
      * K = hidden, heads x head_dim, intermediate: ts_gemm_kpad of each (gemm.h). */
     int Hp, Qp, Fp;
     cpu_layer *L;
-    const uint16_t *embed, *lm_head; /* (n_vocab, Hp) */
+    cpu_mat embed, lm_head; /* (n_vocab, Hp) */
     const float *final_norm;
     void **owned;
     int n_owned;
@@ -75,6 +82,13 @@ void ts_cpu_lm_head(void *ctx, int ith, int nth);
 void ts_cpu_split(int n, int ith, int nth, int align, int *a, int *b);
 
 int ts_cpu_s_bucket(int S);
+/* y[s * ldy + n] = x @ W^T for n in [n0, n1) by the kernel for W's type (gemm.h); K: the row
+ * stride of xp's rows and of BF16 W (a padded K). */
+static inline void ts_cpu_gemm_mat(const ts_cpu *c, cpu_mat W, float *y, int ldy, const float *xp, int ldx, int K,
+                                   int S, int n0, int n1, ts_gemm_tile t) {
+    if (W.dt == TS_DTYPE_BF16) c->gemm(y, ldy, xp, ldx, W.w, K, S, n0, n1, t);
+    else c->gemm_q(y, ldy, xp, ldx, W.w, W.dt, K, S, n0, n1, t);
+}
 ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K);
 
 #endif

@@ -147,7 +147,7 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
     int NT = Q + 2 * KV, a, b;
     ts_cpu_split(NT, ith, nth, 4, &a, &b);
     const struct {
-        const uint16_t *w;
+        cpu_mat w;
         const float *bias;
         int off, n;
     } parts[3] = {{L->wq, L->bq, 0, Q}, {L->wk, L->bk, Q, KV}, {L->wv, L->bv, Q + KV, KV}};
@@ -155,8 +155,8 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
         int lo = a > parts[p].off ? a : parts[p].off;
         int hi = b < parts[p].off + parts[p].n ? b : parts[p].off + parts[p].n;
         if (lo >= hi) continue;
-        c->gemm(c->qkv + parts[p].off, NT, c->xn_p, c->Hp, parts[p].w, c->Hp, S, lo - parts[p].off, hi - parts[p].off,
-                ts_cpu_tile_for(c, S, parts[p].n, H));
+        ts_cpu_gemm_mat(c, parts[p].w, c->qkv + parts[p].off, NT, c->xn_p, c->Hp, c->Hp, S, lo - parts[p].off,
+                        hi - parts[p].off, ts_cpu_tile_for(c, S, parts[p].n, H));
         const float *bias = parts[p].bias;
         for (int s = 0; s < S; s++) {
             float *y = c->qkv + (size_t)s * NT;
@@ -252,7 +252,7 @@ static void st_o_proj(ts_cpu *c, int ith, int nth) {
     for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * c->Qp, c->att + (size_t)s * Q, Q);
     ts_pool_barrier(c->pool);
     ts_cpu_split(H, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->o, H, c->att_p, c->Qp, L->wo, c->Qp, S, a, b, ts_cpu_tile_for(c, S, H, Q));
+    if (a < b) ts_cpu_gemm_mat(c, L->wo, c->o, H, c->att_p, c->Qp, c->Qp, S, a, b, ts_cpu_tile_for(c, S, H, Q));
     residual(c, L->bo, TS_STEP_O_PROJ, a, b);
 }
 
@@ -268,8 +268,8 @@ static void st_gate_up(ts_cpu *c, int ith, int nth) {
      * also the zero pad up to Fp). */
     ts_cpu_split(F, ith, nth, TS_GEMM_KBLOCK, &a, &b);
     if (a >= b) return;
-    c->gemm(c->g, F, c->xn_p, c->Hp, L->wg, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
-    c->gemm(c->u, F, c->xn_p, c->Hp, L->wu, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
+    ts_cpu_gemm_mat(c, L->wg, c->g, F, c->xn_p, c->Hp, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
+    ts_cpu_gemm_mat(c, L->wu, c->u, F, c->xn_p, c->Hp, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
     for (int s = 0; s < S; s++) {
         float *g = c->g + (size_t)s * F, *u = c->u + (size_t)s * F;
         for (int n = a; n < b; n++) {
@@ -286,7 +286,7 @@ static void st_down(ts_cpu *c, int ith, int nth) {
     const cpu_layer *L = &c->L[c->layer];
     int S = c->S, H = cf->n_embd, F = cf->n_ff, a, b;
     ts_cpu_split(H, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->o, H, c->h_p, c->Fp, L->wd, c->Fp, S, a, b, ts_cpu_tile_for(c, S, H, F));
+    if (a < b) ts_cpu_gemm_mat(c, L->wd, c->o, H, c->h_p, c->Fp, c->Fp, S, a, b, ts_cpu_tile_for(c, S, H, F));
     residual(c, L->bd, TS_STEP_DOWN, a, b);
 }
 
@@ -349,5 +349,5 @@ void ts_cpu_lm_head(void *ctx, int ith, int nth) {
     }
     ts_pool_barrier(c->pool);
     ts_cpu_split(V, ith, nth, 4, &a, &b);
-    if (a < b) c->gemm(c->lg_out, V, c->xn_p, c->Hp, c->lm_head, c->Hp, R, a, b, ts_cpu_tile_for(c, R, V, H));
+    if (a < b) ts_cpu_gemm_mat(c, c->lm_head, c->lg_out, V, c->xn_p, c->Hp, c->Hp, R, a, b, ts_cpu_tile_for(c, R, V, H));
 }

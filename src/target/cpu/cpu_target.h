@@ -42,8 +42,8 @@ typedef struct ts_cpu_opts {
     const ts_cpu_fault *fault; /* NULL: none */
 } ts_cpu_opts;
 
-/* max_seq: KV cache capacity. Non-BF16 matrices (F32/F16 checkpoints) are converted to BF16
- * copies once here; BF16 ones are borrowed from the mmap, except those whose K (columns) is
+/* max_seq: KV cache capacity. Q8_0 / Q4_0 matrices are read in place by the quantized kernels
+ * (gemm.h); other non-BF16 matrices (F32/F16 checkpoints) are converted to BF16 copies once here; BF16 ones are borrowed from the mmap, except those whose K (columns) is
  * not a multiple of 16, which are copied with rows padded to whole 16-element blocks (gemm.h
  * says why). */
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
@@ -53,6 +53,9 @@ void ts_cpu_free(ts_cpu *c);
  * stored other than BF16 (converted), *n_padded stored as BF16 with K not a multiple of 16
  * (copied, zero-padded rows), and the bytes of those padded copies. */
 void ts_cpu_weight_copies(const ts_model *m, int *n_converted, int *n_padded, uint64_t *padded_bytes);
+/* The Q8_0 / Q4_0 matrices a session reads in place (quantized kernels, no BF16 copy) and their
+ * bytes; they are not counted as converted above. */
+int ts_cpu_weight_quantized(const ts_model *m, uint64_t *bytes);
 /* What ts_cpu_new(m, max_seq, o) would allocate (model/memory.h), from the same sizes: KV
  * cache, the arena (activations, per-thread attention scores), and the weights it copies or
  * converts (non-BF16 tensors, every matrix without TS_OPT_ZERO_COPY, the FP32 norm and bias
@@ -115,6 +118,9 @@ const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
  * oracle. Any K: when K is not a multiple of 16 it runs as a session does, on a zero-padded
  * copy of W (made inside the call, so its time includes that copy). */
 ts_status ts_cpu_matmul(const float *x, int S, const uint16_t *W, int N, int K, float *y, ts_error *err);
+/* The same for a Q8_0 / Q4_0 matrix read in place (K % 32 == 0), by the quantized kernel the
+ * best variant runs (gemm.h): W is the stored blocks, N rows of K / 32. */
+ts_status ts_cpu_matmul_q(const float *x, int S, const void *W, ts_dtype dt, int N, int K, float *y, ts_error *err);
 /* The session's thread pool (benchmarks run their probes on it). */
 struct ts_pool *ts_cpu_pool(ts_cpu *c);
 

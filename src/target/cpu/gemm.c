@@ -96,3 +96,15 @@ ts_status ts_cpu_matmul(const float *x, int S, const uint16_t *W, int N, int K, 
     free(xp), free(wp);
     return TS_OK;
 }
+
+ts_status ts_cpu_matmul_q(const float *x, int S, const void *W, ts_dtype dt, int N, int K, float *y, ts_error *err) {
+    if (S < 1 || N < 1 || K < 1 || K % TS_QBLOCK || !ts_dtype_is_quant(dt))
+        return ts_fail(err, TS_ERR_ARG, "cpu matmul: S %d, N %d, K %d, %s (a Q8_0 / Q4_0 matrix needs K %% 32 == 0)", S,
+                       N, K, ts_dtype_name(dt));
+    float *xp = malloc(sizeof(float) * (size_t)S * K);
+    if (!xp) return ts_fail(err, TS_ERR_NOMEM, "cpu matmul: out of memory for %d x %d activations", S, K);
+    for (int r = 0; r < S; r++) ts_cpu_pack_row(xp + (size_t)r * K, x + (size_t)r * K, K);
+    ts_cpu_gemm_q_for(ts_cpu_best_variant())(y, N, xp, K, W, dt, K, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
+    free(xp);
+    return TS_OK;
+}

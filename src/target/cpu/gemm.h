@@ -6,6 +6,7 @@
 #define TS_TARGET_CPU_GEMM_H
 #include <stdint.h>
 
+#include "io/dtype.h"
 #include "target/cpu/cpu_features.h"
 
 #define TS_GEMM_KBLOCK 16
@@ -60,6 +61,56 @@ void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const u
 int ts_cpu_avx512_prefill_f32(void);
 
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v);
+
+/* ---- Quantized weights (Q8_0, Q4_0) used in place: W (N, K) is N rows of K / 32 GGUF blocks
+ * (io/dtype.h), K % 32 == 0, rows ts_gemm_row_bytes(dt, K) apart. Same contract as ts_gemm_fn
+ * otherwise (xp packed, rows ldx apart, y[s * ldy + n] for n in [n0, n1)).
+ * - Decode (S == 1) is bound by reading W: x is quantized once per call to 16-bit integers per
+ *   32-block (ts_gemm_qx: q = round(x * 32767 / amax), an FP32 scale per block), and each
+ *   block's dot product is exact in int32 (|q_w| <= 128: 32 * 128 * 32767 < 2^31), scaled by
+ *   d_w * d_x in FP32. 16 bits, not llama.cpp's 8: rel_l2 about 2e-5 against the oracle
+ *   instead of about 4e-3 (docs/cpu-target.md), at the same speed on a memory-bound GEMV.
+ *   The scalar, AVX2 (vpmaddwd) and AVX-512 VNNI (vpdpwssd) kernels quantize x to the same bits.
+ * - Prefill (S >= 2): W is dequantized exactly (d * q in FP32, as the oracle does) into the
+ *   FP32 panels of the vector prefill kernels, x stays FP32: exact up to FP32 rounding. */
+typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                             int n0, int n1, ts_gemm_tile tile);
+
+static inline size_t ts_gemm_row_bytes(ts_dtype dt, int K) {
+    switch (dt) {
+    case TS_DTYPE_Q8_0: return (size_t)K / TS_QBLOCK * (2 + TS_QBLOCK);
+    case TS_DTYPE_Q4_0: return (size_t)K / TS_QBLOCK * (2 + TS_QBLOCK / 2);
+    case TS_DTYPE_F32: return (size_t)K * 4;
+    default: return (size_t)K * 2;
+    }
+}
+static inline int ts_dtype_is_quant(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 || dt == TS_DTYPE_Q4_0; }
+
+/* x quantized for the decode kernels: q (K) in natural order, d (K / 32) scales. */
+typedef struct ts_gemm_qx {
+    int16_t *q;
+    float *d;
+} ts_gemm_qx;
+#define TS_GEMM_QX_MAX 32768 /* K up to this: the quantized x lives on the stack */
+/* From packed FP32 x (K % 32 == 0); the vector variants write the same bits. */
+void ts_cpu_quantize_x_scalar(ts_gemm_qx qx, const float *xp, int K);
+void ts_cpu_quantize_x_avx2(ts_gemm_qx qx, const float *xp, int K);
+
+void ts_cpu_gemm_q_scalar(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                          int n0, int n1, ts_gemm_tile tile);
+void ts_cpu_gemm_q_avx2(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                        int n0, int n1, ts_gemm_tile tile);
+/* AVX-512 VNNI decode, AVX-512 FP32 panels for prefill (the avx512bf16 variant on a CPU with
+ * avx512_vnni; without it that variant runs the AVX2 kernel). */
+void ts_cpu_gemm_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                          int n0, int n1, ts_gemm_tile tile);
+/* The FP32-panel prefill on dequantized weights, S >= 1 (the vector variants' S >= 2 path). */
+void ts_cpu_gemm_q_panels_avx2(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
+                               int S, int n0, int n1);
+void ts_cpu_gemm_q_panels_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
+                                 int S, int n0, int n1);
+ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);
+const char *ts_cpu_gemm_q_name(ts_cpu_variant v);
 /* A default tile for (S, N, K) before any autotuning. */
 ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K);
 

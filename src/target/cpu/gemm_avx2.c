@@ -154,17 +154,42 @@ static inline void transpose8(__m256 r[8]) {
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+/* 16 weights of row `row` at natural positions [k, k + 16) as FP32 even / odd vectors (the
+ * packed order): BF16 widened, Q8_0 / Q4_0 dequantized exactly (d * q in FP32, as the oracle). */
+static inline void w16_eo(const void *W, ts_dtype dt, int K, size_t row, int k, __m256 *e, __m256 *o) {
+    if (dt == TS_DTYPE_BF16) {
+        bf16x16((const uint16_t *)W + row * (size_t)K + k, e, o);
+        return;
+    }
+    const uint8_t *blk = (const uint8_t *)W + row * ts_gemm_row_bytes(dt, K) +
+                         (size_t)(k / TS_QBLOCK) * (dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
+    int half = k % TS_QBLOCK != 0;
+    __m128i c;
+    if (dt == TS_DTYPE_Q8_0) c = _mm_loadu_si128((const __m128i *)(blk + 2 + 16 * half));
+    else {
+        __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+        if (half) v = _mm_srli_epi16(v, 4);
+        c = _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_set1_epi8(8));
+    }
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+    __m256i q = _mm256_cvtepi8_epi16(c); /* pair i of 16-bit codes in 32-bit lane i */
+    *e = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(_mm256_slli_epi32(q, 16), 16)), d);
+    *o = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_srai_epi32(q, 16)), d);
+}
+
 /* P[p * 16 + j] = W[n + j][k of packed position k0 + p] for p in [0, kb), j in [0, 16); rows
  * j >= nv are zero. kb % 16 == 0. */
-static void pack_panel(float *P, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+static void pack_panel(float *P, const void *W, ts_dtype dt, int K, int n, int nv, int k0, int kb) {
     for (int g = 0; g < PANEL_N; g += 8) {
-        const uint16_t *rows[8];
+        size_t rows[8];
         int nrow = nv - g < 0 ? 0 : (nv - g > 8 ? 8 : nv - g);
-        for (int r = 0; r < 8; r++) rows[r] = W + (size_t)(n + g + (r < nrow ? r : 0)) * K + k0;
+        for (int r = 0; r < 8; r++) rows[r] = (size_t)(n + g + (r < nrow ? r : 0));
         for (int b = 0; b < kb; b += 16) {
             __m256 e[8], o[8];
             for (int r = 0; r < 8; r++) {
-                if (r < nrow) bf16x16(rows[r] + b, &e[r], &o[r]);
+                if (r < nrow) w16_eo(W, dt, K, rows[r], k0 + b, &e[r], &o[r]);
                 else e[r] = o[r] = _mm256_setzero_ps();
             }
             transpose8(e);
@@ -247,19 +272,21 @@ static const panel_fn k_panels[2][PANEL_MR + 1] = {
  * 1: nv <= 32, the second panel at P + PANEL_N * TS_GEMM_KB) over packed positions
  * [k0, k0 + kb); x points at column k0. Along the way it prefetches the W rows of what comes
  * next: rows [pn, pn + pnv) at position pk (none when pk >= K). */
-static void panel_rows(float *y, int ldy, const float *x, int ldx, const float *P, const uint16_t *W,
+static void panel_rows(float *y, int ldy, const float *x, int ldx, const float *P, const void *W, ts_dtype dt,
                        int K, int S, int n, int nv, int k0, int kb, int wide, int pn, int pnv, int pk) {
     float edge[PANEL_MR * 2 * PANEL_N]; /* a partial panel's tile goes through this */
     int first = k0 == 0, width = wide ? 2 * PANEL_N : PANEL_N, mr = wide ? 3 : PANEL_MR;
-    /* pnv rows of kb BF16 (kb / 32 cache lines each), spread over the tiles */
-    int pl = kb / 32, ptot = pk < K ? pnv * pl : 0, ntiles = (S + mr - 1) / mr;
+    /* pnv rows of kb weights (kb / 32 cache lines each in BF16), spread over the tiles */
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    int pl = (int)(((size_t)kb * rb / (size_t)K + 63) / 64), ptot = pk < K ? pnv * pl : 0, ntiles = (S + mr - 1) / mr;
     int pstep = (ptot + ntiles - 1) / ntiles, prow = 0, pline = 0;
     for (int s = 0, ms; s < S; s += ms) {
         int left = S - s;
         ms = left < mr ? left : mr;
         if (!wide && (left == 7 || left == 8)) ms = 4; /* 4 + 3 or 4 + 4, not 6 + 1 or 6 + 2 */
         for (int q = 0; q < pstep && prow < pnv; q++) {
-            _mm_prefetch((const char *)(W + (size_t)(pn + prow) * K + pk) + 64 * pline, _MM_HINT_T0);
+            _mm_prefetch((const char *)W + (size_t)(pn + prow) * rb + (size_t)pk * rb / (size_t)K + 64 * pline,
+                         _MM_HINT_T0);
             if (++pline == pl) pline = 0, prow++;
         }
         float *ys = y + (size_t)s * ldy + n;
@@ -289,7 +316,7 @@ static void panel_rows(float *y, int ldy, const float *x, int ldx, const float *
 #define TS_GEMM_WIDE_S 3 /* up to this many rows: two panels per pass */
 #endif
 
-static void gemm_panels(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+static void gemm_panels(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                         int n0, int n1) {
     float P[2 * PANEL_N * TS_GEMM_KB] __attribute__((aligned(64)));
     if (S <= TS_GEMM_SMALL_S) {
@@ -303,9 +330,9 @@ static void gemm_panels(float *y, int ldy, const float *xp, int ldx, const uint1
                 int pn = n, pk = k0 + TS_GEMM_KB;
                 if (pk >= K) pn = n + width, pk = pn < n1 ? 0 : K;
                 int pnv = n1 - pn < width ? n1 - pn : width;
-                pack_panel(P, W, K, n, nv, k0, kb);
-                if (wide) pack_panel(P + PANEL_N * TS_GEMM_KB, W, K, n + PANEL_N, nv - PANEL_N, k0, kb);
-                panel_rows(y, ldy, xp + k0, ldx, P, W, K, S, n, nv, k0, kb, wide, pn, pnv, pk);
+                pack_panel(P, W, dt, K, n, nv, k0, kb);
+                if (wide) pack_panel(P + PANEL_N * TS_GEMM_KB, W, dt, K, n + PANEL_N, nv - PANEL_N, k0, kb);
+                panel_rows(y, ldy, xp + k0, ldx, P, W, dt, K, S, n, nv, k0, kb, wide, pn, pnv, pk);
             }
         }
         return;
@@ -329,8 +356,8 @@ static void gemm_panels(float *y, int ldy, const float *xp, int ldx, const uint1
             int pn = n + PANEL_N, pk = k0;
             if (pn >= n1) pn = n0, pk = k0 + TS_GEMM_KB;
             int pnv = n1 - pn < PANEL_N ? n1 - pn : PANEL_N;
-            pack_panel(P, W, K, n, nv, k0, kb);
-            panel_rows(y, ldy, xs, lds, P, W, K, S, n, nv, k0, kb, 0, pn, pnv, pk);
+            pack_panel(P, W, dt, K, n, nv, k0, kb);
+            panel_rows(y, ldy, xs, lds, P, W, dt, K, S, n, nv, k0, kb, 0, pn, pnv, pk);
         }
     }
     free(xb);
@@ -343,7 +370,7 @@ void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const ui
         return;
     }
     if (S >= TS_GEMM_PANEL_MIN_S) {
-        gemm_panels(y, ldy, xp, ldx, W, K, S, n0, n1);
+        gemm_panels(y, ldy, xp, ldx, W, TS_DTYPE_BF16, K, S, n0, n1);
         return;
     }
     int ms = t.ms < 1 ? 1 : (t.ms > 3 ? 3 : t.ms);
@@ -367,4 +394,9 @@ void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const ui
             for (; s < s1; s++) k_tiles[1][1](y + (size_t)s * ldy + n, ldy, xp + (size_t)s * ldx, ldx, w, K);
         }
     }
+}
+
+void ts_cpu_gemm_q_panels_avx2(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
+                               int S, int n0, int n1) {
+    if (n0 < n1 && S >= 1) gemm_panels(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
 }

@@ -154,8 +154,9 @@ static void gemv(float *y, const float *xp, const uint16_t *W, int K, int n0, in
 
 /* P[p * 64 + j] = pair p of W row n + j over positions [k0, k0 + kb): rows j >= nv are zero.
  * kb % 16 == 0; a final 16-position block fills 8 pairs (the rest of its 16 are zero). */
-static void pack_panel(void *Pv, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+static void pack_panel(void *Pv, const void *Wv, int K, int n, int nv, int k0, int kb) {
     uint32_t *P = Pv;
+    const uint16_t *W = Wv;
     for (int g = 0; g < PN; g += 16) {
         int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
         for (int b = 0; b < kb; b += 32) {
@@ -261,25 +262,54 @@ static void x_block_f32(void *xb, const float *xp, int ldx, int S, int k0, int k
     for (int s = 0; s < S; s++) memcpy((float *)xb + (size_t)s * LDB, xp + (size_t)s * ldx + k0, sizeof(float) * kb);
 }
 
+/* 16 weights of row `row` at natural positions [k, k + 16) in FP32: BF16 widened, Q8_0 / Q4_0
+ * dequantized exactly (d * q in FP32, as the oracle). */
+static inline __m512i w16_f32(const void *W, ts_dtype dt, int K, size_t row, int k) {
+    if (dt == TS_DTYPE_BF16)
+        return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W +
+                                                                                             row * (size_t)K + k))),
+                                 16);
+    const uint8_t *blk = (const uint8_t *)W + row * ts_gemm_row_bytes(dt, K) +
+                         (size_t)(k / TS_QBLOCK) * (dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
+    int half = k % TS_QBLOCK != 0;
+    __m128i c;
+    if (dt == TS_DTYPE_Q8_0) c = _mm_loadu_si128((const __m128i *)(blk + 2 + 16 * half));
+    else {
+        __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+        if (half) v = _mm_srli_epi16(v, 4);
+        c = _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_set1_epi8(8));
+    }
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)), _mm512_set1_ps(_cvtsh_ss(h))));
+}
+
 /* P[p * 64 + j] = W[n + j][k] in FP32 for the packed positions p of [k0, k0 + kb) (in each
  * 16-block the 8 even positions, then the 8 odd, as the activations are packed); rows j >= nv
  * are zero. kb % 16 == 0. */
-static void pack_panel_f32(void *Pv, const uint16_t *W, int K, int n, int nv, int k0, int kb) {
+static inline __attribute__((always_inline)) void pack_panel_f32_dt(void *Pv, const void *W, ts_dtype dt, int K,
+                                                                    int n, int nv, int k0, int kb) {
     float *P = Pv;
     for (int g = 0; g < PN; g += 16) {
         int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
         for (int b = 0; b < kb; b += 16) {
             __m512i r[16];
             for (int i = 0; i < 16; i++)
-                r[i] = i < nrow ? _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(
-                                                        (const __m256i *)(W + (size_t)(n + g + i) * K + k0 + b))),
-                                                    16)
-                                : _mm512_setzero_si512();
+                r[i] = i < nrow ? w16_f32(W, dt, K, (size_t)(n + g + i), k0 + b) : _mm512_setzero_si512();
             ts_transpose16_epi32(r); /* r[c]: natural position c of the 16 rows */
             float *d = P + (size_t)b * PN + g;
             for (int c = 0; c < 16; c++) _mm512_store_ps(d + (size_t)((c & 1) ? 8 + c / 2 : c / 2) * PN, _mm512_castsi512_ps(r[c]));
         }
     }
+}
+static void pack_panel_f32(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    pack_panel_f32_dt(P, W, TS_DTYPE_BF16, K, n, nv, k0, kb);
+}
+static void pack_panel_q8(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    pack_panel_f32_dt(P, W, TS_DTYPE_Q8_0, K, n, nv, k0, kb);
+}
+static void pack_panel_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    pack_panel_f32_dt(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
 
 /* What differs between the two prefill kernels; the blocking around them is shared. */
@@ -287,22 +317,27 @@ typedef struct panel_ops {
     int kb;    /* K positions per block (a 32 KiB panel either way) */
     int per;   /* K positions per panel step: 2 (BF16 pairs) or 1 */
     void (*x_block)(void *xb, const float *xp, int ldx, int S, int k0, int kb);
-    void (*pack)(void *P, const uint16_t *W, int K, int n, int nv, int k0, int kb);
+    void (*pack)(void *P, const void *W, int K, int n, int nv, int k0, int kb);
     panel_fn tiles[MR + 1];
+    ts_dtype dt; /* of W: BF16, or Q8_0 / Q4_0 (FP32 panels only) */
 } panel_ops;
 
 static const panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,
-                                 {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}};
-static const panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32,
-                                {0, panel_f32_1, panel_f32_2, panel_f32_3, panel_f32_4, panel_f32_5, panel_f32_6}};
+                                 {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}, TS_DTYPE_BF16};
+#define F32_TILES {0, panel_f32_1, panel_f32_2, panel_f32_3, panel_f32_4, panel_f32_5, panel_f32_6}
+static const panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32, F32_TILES, TS_DTYPE_BF16};
+static const panel_ops k_q8 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8, F32_TILES, TS_DTYPE_Q8_0};
+static const panel_ops k_q4 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4, F32_TILES, TS_DTYPE_Q4_0};
+#undef F32_TILES
 
 /* x rows [0, S) of a block (row stride LDB 4-byte elements) against one packed panel of W
  * rows [n, n + nv) over positions [k0, k0 + kb). While it runs it prefetches the W rows of the
  * next panel: rows [pn, pn + pnv) at position pk (none when pk >= K). */
-static void panel_rows(const panel_ops *o, float *y, int ldy, const uint32_t *xb, const void *P, const uint16_t *W,
+static void panel_rows(const panel_ops *o, float *y, int ldy, const uint32_t *xb, const void *P, const void *W,
                        int K, int S, int n, int nv, int k0, int kb, int pn, int pnv, int pk) {
     float edge[MR * PN];
-    int first = k0 == 0, np = kb / o->per, pl = (kb * 2 + 63) / 64;
+    size_t rb = ts_gemm_row_bytes(o->dt, K); /* bytes per W row; kb positions: kb * rb / K bytes */
+    int first = k0 == 0, np = kb / o->per, pl = (int)(((size_t)kb * rb / (size_t)K + 63) / 64);
     int ptot = pk < K ? pnv * pl : 0, ntiles = (S + MR - 1) / MR;
     int pstep = (ptot + ntiles - 1) / ntiles, prow = 0, pline = 0;
     for (int s = 0, ms; s < S; s += ms) {
@@ -310,7 +345,8 @@ static void panel_rows(const panel_ops *o, float *y, int ldy, const uint32_t *xb
         ms = left < MR ? left : MR;
         if (left == 7 || left == 8) ms = 4; /* 4 + 3 or 4 + 4, not 6 + 1 or 6 + 2 */
         for (int q = 0; q < pstep && prow < pnv; q++) {
-            _mm_prefetch((const char *)(W + (size_t)(pn + prow) * K + pk) + 64 * pline, _MM_HINT_T0);
+            _mm_prefetch((const char *)W + (size_t)(pn + prow) * rb + (size_t)pk * rb / (size_t)K + 64 * pline,
+                         _MM_HINT_T0);
             if (++pline == pl) pline = 0, prow++;
         }
         float *ys = y + (size_t)s * ldy + n;
@@ -330,7 +366,7 @@ static void panel_rows(const panel_ops *o, float *y, int ldy, const uint32_t *xb
 /* Few rows: panels outer, so each panel's W rows are read start to end while its y tile stays
  * in L1; the x block (<= 16 rows) is prepared again for every panel, which costs less than a
  * quarter of the panel packing. */
-static void gemm_small(const panel_ops *o, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+static void gemm_small(const panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K,
                        int S, int n0, int n1, uint32_t *P) {
     uint32_t xb[TS_GEMM512_SMALL_S * LDB] __attribute__((aligned(64)));
     for (int n = n0; n < n1; n += PN) {
@@ -347,7 +383,7 @@ static void gemm_small(const panel_ops *o, float *y, int ldy, const float *xp, i
     }
 }
 
-static void gemm_panels(const panel_ops *o, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
+static void gemm_panels(const panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K,
                         int S, int n0, int n1) {
     uint32_t P[KP * PN] __attribute__((aligned(64)));
     uint32_t *xb = S > TS_GEMM512_SMALL_S ? aligned_alloc(64, sizeof(uint32_t) * (size_t)S * LDB) : NULL;
@@ -386,6 +422,11 @@ void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const u
     if (n0 >= n1 || S < 1) return;
     if (S == 1) gemv(y, xp, W, K, n0, n1, t.nr);
     else gemm_panels(&k_f32, y, ldy, xp, ldx, W, K, S, n0, n1);
+}
+
+void ts_cpu_gemm_q_panels_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
+                                 int S, int n0, int n1) {
+    if (n0 < n1 && S >= 1) gemm_panels(dt == TS_DTYPE_Q8_0 ? &k_q8 : &k_q4, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 static int g_prefill_f32;

@@ -1,0 +1,111 @@
+/* Quantized weights (Q8_0, Q4_0) in place: the activation quantizer every decode kernel shares,
+ * the scalar kernels (the portable fallback and the reference the vector kernels are tested
+ * against besides the oracle), and the table of kernels per variant. gemm.h says why x is
+ * quantized to 16 bits and why prefill dequantizes W exactly instead. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "io/dtype.h"
+#include "target/cpu/gemm.h"
+
+/* Natural position k of a 16-block lies at this packed index (ts_cpu_pack_row). */
+static inline int packed_index(int k) {
+    int b = k & ~15, r = k & 15;
+    return b + (r >> 1) + (r & 1) * 8;
+}
+
+void ts_cpu_quantize_x_scalar(ts_gemm_qx qx, const float *xp, int K) {
+    for (int b = 0; b < K; b += TS_QBLOCK) {
+        float amax = 0;
+        for (int k = b; k < b + TS_QBLOCK; k++) amax = fmaxf(amax, fabsf(xp[packed_index(k)]));
+        /* the vector quantizers form d and 1/d with the same two IEEE divisions, and round
+         * x * (1/d) to nearest even as cvtps2dq does: bit-identical q */
+        float d = amax / 32767.0f, id = amax > 0 ? 32767.0f / amax : 0.0f;
+        qx.d[b / TS_QBLOCK] = d;
+        for (int k = b; k < b + TS_QBLOCK; k++) qx.q[k] = (int16_t)lrintf(xp[packed_index(k)] * id);
+    }
+}
+
+/* Weight codes of one block as int8 in natural order (Q4_0: code - 8). */
+static inline void block_codes(const uint8_t *blk, ts_dtype dt, int8_t *w) {
+    if (dt == TS_DTYPE_Q8_0) {
+        memcpy(w, blk + 2, TS_QBLOCK);
+        return;
+    }
+    for (int j = 0; j < TS_QBLOCK / 2; j++) {
+        w[j] = (int8_t)((blk[2 + j] & 15) - 8);
+        w[j + TS_QBLOCK / 2] = (int8_t)((blk[2 + j] >> 4) - 8);
+    }
+}
+
+static inline float block_scale(const uint8_t *blk) {
+    uint16_t h;
+    memcpy(&h, blk, 2);
+    return ts_f16_to_f32(h);
+}
+
+static void gemv_scalar(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *row = W + (size_t)n * rb;
+        float acc = 0;
+        for (int b = 0; b < K / TS_QBLOCK; b++) {
+            int8_t w[TS_QBLOCK];
+            block_codes(row + (size_t)b * bb, dt, w);
+            int32_t s = 0;
+            for (int j = 0; j < TS_QBLOCK; j++) s += (int32_t)w[j] * qx.q[b * TS_QBLOCK + j];
+            acc += block_scale(row + (size_t)b * bb) * qx.d[b] * (float)s;
+        }
+        y[n] = acc;
+    }
+}
+
+/* Prefill: each W row dequantized once to FP32 and used by every x row, packed order as the
+ * BF16 scalar kernel sums. */
+static void gemm_rows_scalar(float *y, int ldy, const float *xp, int ldx, const uint8_t *W, ts_dtype dt, int K,
+                             int S, int n0, int n1) {
+    float *w = malloc(sizeof(float) * (size_t)K);
+    if (!w) return; /* cannot happen for a model that loaded; outputs stay as they were */
+    for (int n = n0; n < n1; n++) {
+        ts_dtype_to_f32(dt, W, (size_t)n * (size_t)K, (size_t)K, w);
+        for (int s = 0; s < S; s++) {
+            const float *x = xp + (size_t)s * ldx;
+            float acc[8] = {0};
+            for (int b = 0; b < K; b += TS_GEMM_KBLOCK)
+                for (int i = 0; i < 8; i++) acc[i] += x[b + i] * w[b + 2 * i] + x[b + 8 + i] * w[b + 2 * i + 1];
+            y[(size_t)s * ldy + n] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        }
+    }
+    free(w);
+}
+
+void ts_cpu_gemm_q_scalar(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                          int n0, int n1, ts_gemm_tile tile) {
+    (void)tile;
+    if (n0 >= n1 || S < 1) return;
+    if (S >= 2) {
+        gemm_rows_scalar(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+        return;
+    }
+    int16_t *q = malloc(sizeof(int16_t) * (size_t)K);
+    float *d = malloc(sizeof(float) * (size_t)(K / TS_QBLOCK));
+    if (q && d) {
+        ts_gemm_qx qx = {q, d};
+        ts_cpu_quantize_x_scalar(qx, xp, K);
+        gemv_scalar(y, qx, W, dt, K, n0, n1);
+    }
+    free(q), free(d);
+}
+
+ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v) {
+    if (v >= TS_CPU_AVX512BF16 && ts_cpu_features_get()->avx512vnni) return ts_cpu_gemm_q_avx512;
+    return v >= TS_CPU_AVX2 ? ts_cpu_gemm_q_avx2 : ts_cpu_gemm_q_scalar;
+}
+
+const char *ts_cpu_gemm_q_name(ts_cpu_variant v) {
+    ts_gemm_q_fn f = ts_cpu_gemm_q_for(v);
+    if (f == ts_cpu_gemm_q_avx512) return "decode vpdpwssd zmm (AVX-512 VNNI) on 16-bit x, prefill FP32 FMA zmm on dequantized W";
+    if (f == ts_cpu_gemm_q_avx2) return "decode vpmaddwd ymm on 16-bit x, prefill FP32 FMA ymm on dequantized W";
+    return "scalar: decode int32 dot on 16-bit x, prefill FP32 on dequantized W";
+}

@@ -1,0 +1,200 @@
+/* The cpu target's Q8_0 / Q4_0 kernels (gemm.h), every variant this machine supports, against
+ * the oracle's matmul on the same blocks (it dequantizes them exactly): decode (S = 1, every
+ * output row) and prefill at real shapes (N x K = 2048 x 2048, 8192 x 2048, 2048 x 8192) and at
+ * small odd N; column splits bit-identical; outputs outside [n0, n1) untouched (NaN). Also
+ * prints what 8-bit activations (llama.cpp's Q8_0 x) would cost at the same shapes: why the
+ * decode kernels quantize x to 16 bits. (A file of its own so ctest runs it beside the BF16 one.) */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "deploy/gates.h"
+#include "io/dtype.h"
+#include "target/cpu/cpu_target.h"
+#include "target/cpu/gemm.h"
+#include "target/ref/ref_kernels.h"
+#include "tharness.h"
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float frand(void) { return (float)(urand() * (1.0 / 4294967296.0)) * 2.0f - 1.0f; }
+
+/* Random blocks: F16 scales 2^-10 .. 2^-5 (mantissa random), codes over their whole range
+ * (Q8_0 including -128, which GGUF writers avoid but a file may hold). */
+static uint8_t *random_q(ts_dtype dt, int N, int K) {
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
+    uint8_t *w = malloc(rb * (size_t)N);
+    for (size_t b = 0; b < (size_t)N * (size_t)(K / TS_QBLOCK); b++) {
+        uint8_t *blk = w + b * bb;
+        uint16_t h = (uint16_t)((5 + urand() % 6) << 10 | (urand() & 1023) | (urand() & 1) << 15);
+        memcpy(blk, &h, 2);
+        for (size_t j = 2; j < bb; j++) blk[j] = (uint8_t)urand();
+    }
+    return w;
+}
+
+static ts_tensor tensor_of(const uint8_t *w, ts_dtype dt) {
+    ts_tensor t = {0};
+    t.dtype = dt;
+    t.data = w;
+    return t;
+}
+
+/* y[:, n0:n1] of fn against the oracle. Decode: 16-bit x (gemm.h), rel_l2 within 1e-4;
+ * prefill: exact dequantization and FP32 x, within 1e-5 like every FP32 kernel. */
+static void check_shape(ts_gemm_q_fn fn, const char *name, ts_dtype dt, const uint8_t *w, int S, int N, int K, int n0,
+                        int n1) {
+    int ldx = K + 16, ldy = N, nw = n1 - n0;
+    float *x = malloc(sizeof(float) * (size_t)S * K), *xp = malloc(sizeof(float) * (size_t)S * ldx);
+    float *y = malloc(sizeof(float) * (size_t)S * ldy), *ref = malloc(sizeof(float) * (size_t)S * nw);
+    float *got = malloc(sizeof(float) * (size_t)S * nw), *row = malloc(sizeof(float) * TS_REF_ROW_SCRATCH(K));
+    for (size_t i = 0; i < (size_t)S * ldx; i++) xp[i] = NAN;
+    for (int s = 0; s < S; s++) {
+        for (int k = 0; k < K; k++) x[(size_t)s * K + k] = frand();
+        ts_cpu_pack_row(xp + (size_t)s * ldx, x + (size_t)s * K, K);
+    }
+    for (size_t i = 0; i < (size_t)S * ldy; i++) y[i] = NAN;
+    ts_tensor W = tensor_of(w + (size_t)n0 * ts_gemm_row_bytes(dt, K), dt);
+    ts_ref_matmul(ref, x, &W, NULL, S, nw, K, row);
+    fn(y, ldy, xp, ldx, w, dt, K, S, n0, n1, ts_cpu_gemm_default_tile(S, N, K));
+    int outside = 0;
+    for (int s = 0; s < S; s++)
+        for (int n = 0; n < N; n++) {
+            float v = y[(size_t)s * ldy + n];
+            if (n >= n0 && n < n1) got[(size_t)s * nw + n - n0] = v;
+            else outside += !isnan(v);
+        }
+    ts_metrics m;
+    ts_metrics_compute(got, ref, S, nw, &m);
+    double bound = S == 1 ? 1e-4 : 1e-5;
+    int pass = m.nonfinite == 0 && m.rel_l2 <= bound && !outside &&
+               ts_threshold_pass(ts_threshold_find("phase1", "rel_l2"), m.rel_l2) &&
+               ts_threshold_pass(ts_threshold_find("phase1", "pearson"), m.pearson);
+    printf("  %-8s %-4s S=%-4d N=%-5d K=%-5d rows [%d,%d)  rel_l2 %.2e  %s\n", name, ts_dtype_name(dt), S, N, K, n0, n1,
+           m.rel_l2, pass ? "ok" : "FAIL");
+    CHECK(pass, "%s %s S=%d N=%d K=%d [%d,%d): rel_l2 %.3e (bound %g) nonfinite %lld outside %d", name,
+          ts_dtype_name(dt), S, N, K, n0, n1, m.rel_l2, bound, (long long)m.nonfinite, outside);
+    free(x), free(xp), free(y), free(ref), free(got), free(row);
+}
+
+/* Any split of the columns (thread shares) gives the same bits, decode and prefill. */
+static void check_splits(ts_gemm_q_fn fn, const char *name, ts_dtype dt, int S, int N, int K) {
+    uint8_t *w = random_q(dt, N, K);
+    float *xp = malloc(sizeof(float) * (size_t)S * K), *x = malloc(sizeof(float) * K);
+    float *a = malloc(sizeof(float) * (size_t)S * N), *b = malloc(sizeof(float) * (size_t)S * N);
+    for (int s = 0; s < S; s++) {
+        for (int k = 0; k < K; k++) x[k] = frand();
+        ts_cpu_pack_row(xp + (size_t)s * K, x, K);
+    }
+    ts_gemm_tile t = ts_cpu_gemm_default_tile(S, N, K);
+    fn(a, N, xp, K, w, dt, K, S, 0, N, t);
+    int cuts[] = {0, 5, 37, 64, 100, N};
+    for (int i = 0; i + 1 < 6; i++) fn(b, N, xp, K, w, dt, K, S, cuts[i], cuts[i + 1], t);
+    int same = !memcmp(a, b, sizeof(float) * (size_t)S * N);
+    printf("  %-8s %-4s splits S=%d N=%d K=%d: column shares %s\n", name, ts_dtype_name(dt), S, N, K,
+           same ? "bit-identical" : "DIFFER");
+    CHECK(same, "%s %s S=%d: column splits differ", name, ts_dtype_name(dt), S);
+    free(w), free(xp), free(x), free(a), free(b);
+}
+
+/* The same variant's x quantizer against the scalar one: the same bits (gemm.h). */
+static void check_quantizer(void) {
+    int K = 2048;
+    float *x = malloc(sizeof(float) * K), *xp = malloc(sizeof(float) * K);
+    int16_t *q0 = malloc(sizeof(int16_t) * K), *q1 = malloc(sizeof(int16_t) * K);
+    float d0[2048 / TS_QBLOCK], d1[2048 / TS_QBLOCK];
+    for (int k = 0; k < K; k++) x[k] = frand() * (k % 97 == 0 ? 40.0f : 1.0f) * (k >= 64 && k < 96 ? 0.0f : 1.0f);
+    ts_cpu_pack_row(xp, x, K);
+    ts_cpu_quantize_x_scalar((ts_gemm_qx){q0, d0}, xp, K);
+    int ok = 1;
+    for (int k = 0; k < K; k++) ok &= fabsf(q0[k] * d0[k / TS_QBLOCK] - x[k]) <= d0[k / TS_QBLOCK] * 0.51f; /* + x * (1/d) rounding */
+    CHECK(ok && d0[2] == 0.0f, "scalar x quantizer: an element off by more than half a step");
+    if (ts_cpu_variant_supported(TS_CPU_AVX2)) {
+        ts_cpu_quantize_x_avx2((ts_gemm_qx){q1, d1}, xp, K);
+        CHECK(!memcmp(q0, q1, sizeof(int16_t) * K) && !memcmp(d0, d1, sizeof d0), "AVX2 x quantizer differs from scalar");
+    }
+    printf("  x quantizer: within half a step of x, AVX2 bit-identical to scalar\n");
+    free(x), free(xp), free(q0), free(q1);
+}
+
+/* What 8-bit activations (one F32 scale per 32-block, q = round(x * 127 / amax), as llama.cpp
+ * quantizes x for Q8_0 / Q4_0 dot products) would cost against the oracle, computed exactly
+ * in double otherwise; and the same with 16 bits. Informational: the reason for 16. */
+static double act_error(ts_dtype dt, int N, int K, int levels, int outliers) {
+    uint8_t *w = random_q(dt, N, K);
+    float *x = malloc(sizeof(float) * K), *wr = malloc(sizeof(float) * K);
+    double *xq = malloc(sizeof(double) * K), num = 0, den = 0;
+    for (int k = 0; k < K; k++) x[k] = frand() * (outliers && k % 256 == 7 ? 30.0f : 1.0f);
+    for (int b = 0; b < K; b += TS_QBLOCK) {
+        float amax = 0;
+        for (int k = b; k < b + TS_QBLOCK; k++) amax = fmaxf(amax, fabsf(x[k]));
+        double d = amax / levels;
+        for (int k = b; k < b + TS_QBLOCK; k++) xq[k] = d > 0 ? nearbyint(x[k] / d) * d : 0;
+    }
+    for (int n = 0; n < N; n++) {
+        ts_dtype_to_f32(dt, w, (size_t)n * K, (size_t)K, wr);
+        double e = 0, r = 0;
+        for (int k = 0; k < K; k++) e += (double)wr[k] * xq[k], r += (double)wr[k] * x[k];
+        num += (e - r) * (e - r), den += r * r;
+    }
+    free(w), free(x), free(wr), free(xq);
+    return sqrt(num / den);
+}
+
+int main(void) {
+    static const struct {
+        int N, K;
+    } real[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
+    static const ts_dtype dts[] = {TS_DTYPE_Q8_0, TS_DTYPE_Q4_0};
+    printf("activation quantization alone against exact FP32 x (GEMV rel_l2 over the first 256 rows):\n");
+    for (int i = 0; i < 3; i++)
+        for (int o = 0; o < 2; o++)
+            printf("  Q8_0 N=%-5d K=%-5d x %-22s 8-bit %.2e  16-bit %.2e\n", real[i].N, real[i].K,
+                   o ? "uniform, 1/256 at 30x" : "uniform [-1, 1]", act_error(TS_DTYPE_Q8_0, 256, real[i].K, 127, o),
+                   act_error(TS_DTYPE_Q8_0, 256, real[i].K, 32767, o));
+    check_quantizer();
+    for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++) {
+        if (!ts_cpu_variant_supported((ts_cpu_variant)v)) {
+            th_isa_gap(ts_cpu_variant_name((ts_cpu_variant)v), "kernel variant");
+            continue;
+        }
+        ts_gemm_q_fn fn = ts_cpu_gemm_q_for((ts_cpu_variant)v);
+        const char *name = ts_cpu_variant_name((ts_cpu_variant)v);
+        printf("%s: %s\n", name, ts_cpu_gemm_q_name((ts_cpu_variant)v));
+        for (size_t d = 0; d < 2; d++) {
+            ts_dtype dt = dts[d];
+            for (size_t i = 0; i < sizeof real / sizeof real[0]; i++) {
+                int N = real[i].N, K = real[i].K;
+                uint8_t *w = random_q(dt, N, K);
+                /* decode: every row (the scalar variant samples a window: it is slow) */
+                if (v == TS_CPU_SCALAR) check_shape(fn, name, dt, w, 1, N, K, N / 2 - 37, N / 2 + 29);
+                else check_shape(fn, name, dt, w, 1, N, K, 0, N);
+                /* prefill: a full chunk and small S, windows at the start, middle and end */
+                check_shape(fn, name, dt, w, 128, N, K, 0, 64);
+                check_shape(fn, name, dt, w, 128, N, K, N / 2 - 13, N / 2 + 51);
+                check_shape(fn, name, dt, w, 5, N, K, N - 61, N);
+                check_shape(fn, name, dt, w, 2, N, K, N / 3 + 1, N / 3 + 101);
+                free(w);
+            }
+            /* small and odd N and K (one block, two, an odd count), every small S */
+            static const struct {
+                int N, K;
+            } odd[] = {{3, 32}, {37, 64}, {67, 96}, {5, 2080}, {70, 288}};
+            static const int ss[] = {1, 2, 3, 7, 13, 40};
+            for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+                uint8_t *w = random_q(dt, odd[i].N, odd[i].K);
+                for (size_t j = 0; j < sizeof ss / sizeof ss[0]; j++) {
+                    check_shape(fn, name, dt, w, ss[j], odd[i].N, odd[i].K, 0, odd[i].N);
+                    if (odd[i].N > 8) check_shape(fn, name, dt, w, ss[j], odd[i].N, odd[i].K, 1, odd[i].N - 2);
+                }
+                free(w);
+            }
+            check_splits(fn, name, dt, 1, 160, 2048);
+            check_splits(fn, name, dt, 40, 160, 288);
+        }
+    }
+    return th_finish("test_cpu_gemm_q");
+}
