@@ -72,4 +72,14 @@ grep -qE '"kind": *"text"' "$D/phase3.json" && grep -qE '"kind": *"text"' "$D/ph
 if [ $rc -eq 9 ]; then
     grep -E '^\| WARN' "$D/evaluation.md" | grep -vqi "claim" && bad "phase 7 warned about something other than a speed claim: $(grep WARN "$D/evaluation.md")" || ok
 fi
+# --- the same trained model quantized at load: Q8_0 read in place by the quantized kernels,
+# phases 0-6 (phase 7's speed re-measurement is the F32 run's above) ---
+DQ="$TMP/deploy-q8"
+"$BIN" deploy "$M" --quant q8_0 --golden "$FIX/gguf/stories260K_golden/golden.json" --out "$DQ" --threads 1 \
+    --phases 0-6 >"$TMP/deploy-q8.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] && ok || bad "deploy stories260K --quant q8_0 exit $rc: $(tail -30 "$TMP/deploy-q8.log")"
+grep -qF "Q8_0/Q4_0 matrices" "$TMP/deploy-q8.log" && grep -qF "read in place by the quantized kernels" "$TMP/deploy-q8.log" \
+    && ok || bad "the quantized matrices were not read in place: $(grep placement "$TMP/deploy-q8.log")"
+grep -qE '"decisive_top1_kept": 53' "$DQ/phase3.json" && ok || bad "Q8_0 did not keep all 53 decisive top-1 of stories260K"
 finish
