@@ -310,6 +310,42 @@ static void test_dup_and_align(const char *dir) {
     free(b);
 }
 
+/* general.alignment 1 lets the data area start at any byte: a tensor that would start
+ * mid-element (an F32 rope_freqs, a BF16 matrix used in place, both read through typed
+ * pointers) is refused. The writer pads to 32 whatever the key says, so the parser's data area
+ * starts where the header ends; a string of 0..3 bytes moves that end through every residue. */
+static void test_elem_align(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/align1.gguf", dir);
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int64_t s8[1] = {8};
+    int refused = 0, opened = 0;
+    for (int pad = 0; pad < 4; pad++) {
+        char str[4] = "xxx";
+        str[pad] = 0;
+        ts_error e = {0};
+        ts_gguf_writer *w = ts_gguf_writer_new();
+        ts_gguf_w_u32(w, "general.alignment", 1);
+        ts_gguf_w_str(w, "pad", str);
+        ts_gguf_w_tensor(w, "rope_freqs.weight", TS_DTYPE_F32, 1, s8, x);
+        CHECK(ts_gguf_writer_save(w, path, &e) == TS_OK, "%s", e.msg);
+        ts_gguf_writer_free(w);
+        ts_gguf g;
+        ts_status s = ts_gguf_open(path, &g, &e);
+        if (s == TS_OK) {
+            opened++;
+            CHECK(g.tensors[0].offset % 4 == 0, "pad %d: F32 tensor at offset %zu", pad, g.tensors[0].offset);
+            ts_gguf_close(&g);
+        } else {
+            refused++;
+            CHECK(s == TS_ERR_FORMAT && strstr(e.msg, "align1.gguf") && strstr(e.msg, "\"rope_freqs.weight\"") &&
+                      strstr(e.msg, "expected a multiple of 4") && strstr(e.msg, "general.alignment 1"),
+                  "pad %d: status %d: %s", pad, (int)s, e.msg);
+        }
+    }
+    CHECK(opened == 1 && refused == 3, "alignment 1: %d opened, %d refused (expected 1 and 3)", opened, refused);
+}
+
 /* Metadata the runtime cannot honour is refused with the key and the value. */
 static void config_case(const char *dir, const char *what, const char *skip, void (*edit)(ts_gguf_writer *),
                         ts_status want, const char *needle) {
@@ -353,6 +389,7 @@ int main(void) {
     test_truncation(path);
     test_hostile(path);
     test_dup_and_align(dir);
+    test_elem_align(dir);
     struct {
         const char *what, *skip;
         void (*edit)(ts_gguf_writer *);
