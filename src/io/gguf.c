@@ -303,6 +303,10 @@ static ts_status parse(cursor *c, ts_gguf *g) {
     const char *arch;
     size_t alen;
     if (!s) s = ts_gguf_get_str(g, "general.architecture", 0, &arch, &alen, c->err);
+    /* used as a C string (the <arch>.* keys, the architecture table): "llama\0..." is not llama */
+    if (!s && arch && memchr(arch, 0, alen))
+        s = ts_fail(c->err, TS_ERR_FORMAT, "%s: metadata \"general.architecture\" (\"%.*s\"...) contains a NUL byte, "
+                    "expected an architecture name", c->fname, (int)strnlen(arch, alen), arch);
     if (!s && arch && !(g->arch = g->arch_buf = dup_n((const uint8_t *)arch, alen)))
         s = ts_fail(c->err, TS_ERR_NOMEM, "%s: out of memory", c->fname);
     uint64_t *rel = s ? NULL : malloc(((size_t)n_tensors + 1) * sizeof *rel);
