@@ -157,6 +157,28 @@ static void test_template_nul(void) {
     ts_session_close(s);
 }
 
+/* Names in another spelling than llama.cpp's, or Hugging Face names in a GGUF: unexpected. */
+static void test_names(void) {
+    static const char *const bad[][2] = {
+        {"blk.0.attn_q.weight", "blk.00.attn_q.weight"},
+        {"blk.0.attn_q.weight", "blk.+0.attn_q.weight"},
+        {"blk.0.attn_q.weight", "blk. 0.attn_q.weight"},
+        {"blk.0.attn_q.weight", "blk.4294967296.attn_q.weight"}, /* %d overflow: read as layer 0 */
+        {"output_norm.weight", "model.norm.weight"},
+        {"blk.0.ffn_up.weight", "model.layers.0.mlp.up_proj.weight"},
+    };
+    const char *p = path_of("names.gguf");
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_model(p, &(edit){.rename_from = bad[i][0], .rename_to = bad[i][1]});
+        char needle[160];
+        snprintf(needle, sizeof needle, "unexpected tensor \"%s\": not a tensor name of a GGUF", bad[i][1]);
+        expect_open(p, TS_ERR_SHAPE, needle, bad[i][1]);
+    }
+    /* the canonical spelling of a layer past the last: the binder's message, under the HF name */
+    write_model(p, &(edit){.rename_from = "blk.0.ffn_up.weight", .rename_to = "blk.10.ffn_up.weight"});
+    expect_open(p, TS_ERR_SHAPE, "model.layers.0.mlp.up_proj.weight\" is missing", "blk.10");
+}
+
 int main(void) {
     g_dir = th_tmpdir("gguf_hostile");
     const char *ok = path_of("ok.gguf");
@@ -164,5 +186,6 @@ int main(void) {
     expect_open(ok, TS_OK, NULL, "the valid model");
     test_arch_nul();
     test_template_nul();
+    test_names();
     return th_finish("test_gguf_hostile");
 }

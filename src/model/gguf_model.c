@@ -50,19 +50,39 @@ static const char *const k_top_names[][2] = {
     {"output.weight", "lm_head.weight"},
 };
 
-/* The HF name of a GGUF tensor, malloc'd; an unknown name is kept as it is so that the binder
- * reports it as an unexpected tensor under the name the file uses. */
-static char *hf_name(const char *g) {
+/* "blk.N." in its one spelling (N decimal, no sign, space or leading zero, below 10^6): the
+ * layer, and *used the prefix length; -1 otherwise. sscanf's %d would take "blk.00.", "blk.+0.",
+ * "blk. 0." and overflow on "blk.4294967296." (undefined; it reads as layer 0 here). */
+static int blk_layer(const char *g, size_t *used) {
+    if (strncmp(g, "blk.", 4) != 0) return -1;
+    size_t i = 4;
+    int layer = 0;
+    if (g[i] == '0' && g[i + 1] != '.') return -1;
+    for (; g[i] >= '0' && g[i] <= '9'; i++) {
+        if (i - 4 >= 6) return -1;
+        layer = layer * 10 + (g[i] - '0');
+    }
+    if (i == 4 || g[i] != '.') return -1;
+    *used = i + 1;
+    return layer;
+}
+
+/* The HF name of a GGUF tensor, malloc'd (NULL: out of memory); *known 0 when the name is not
+ * one a llama / qwen2 / qwen3 GGUF uses. */
+static char *hf_name(const char *g, int *known) {
     char buf[256];
+    *known = 1;
     for (size_t i = 0; i < sizeof k_top_names / sizeof k_top_names[0]; i++)
         if (strcmp(g, k_top_names[i][0]) == 0) return strdup(k_top_names[i][1]);
-    int layer, used = 0;
-    if (sscanf(g, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
+    size_t used = 0;
+    int layer = blk_layer(g, &used);
+    if (layer >= 0)
         for (size_t i = 0; i < sizeof k_layer_names / sizeof k_layer_names[0]; i++)
             if (strcmp(g + used, k_layer_names[i][0]) == 0) {
                 snprintf(buf, sizeof buf, "model.layers.%d.%s", layer, k_layer_names[i][1]);
                 return strdup(buf);
             }
+    *known = 0;
     return strdup(g);
 }
 
@@ -252,11 +272,20 @@ ts_status ts_store_from_gguf(ts_store *st, ts_gguf *g, const ts_config *c, ts_er
         ts_tensor *t = &st->tensors[st->n_tensors];
         *t = *src;
         t->file = st->maps[0].path;
-        if (!(t->name = hf_name(src->name))) {
+        int known;
+        if (!(t->name = hf_name(src->name, &known))) {
             s = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory", g->path);
             break;
         }
         st->n_tensors++;
+        /* Refused here, not left to the binder: kept under its own name, a tensor that happens
+         * to be spelled like a Hugging Face one ("lm_head.weight") would be bound. */
+        if (!known) {
+            s = ts_fail(err, TS_ERR_SHAPE, "%s: unexpected tensor \"%s\": not a tensor name of a GGUF llama, qwen2 "
+                        "or qwen3 model (token_embd, output_norm, output, rope_freqs or blk.N.<name>, docs/gguf.md)",
+                        g->path, src->name);
+            break;
+        }
         if (c->arch != TS_ARCH_LLAMA) continue;
         if (ends_with(t->name, "self_attn.q_proj.weight") || ends_with(t->name, "self_attn.q_proj.bias"))
             s = unpermute(st, t, c->n_heads, g->path, err);
