@@ -376,6 +376,11 @@ static void e_rope_dims(ts_gguf_writer *w) { ts_gguf_w_u32(w, "llama.rope.dimens
 static void e_eps_str(ts_gguf_writer *w) { ts_gguf_w_str(w, "llama.attention.layer_norm_rms_epsilon", "1e-5"); }
 static void e_vocab(ts_gguf_writer *w) { ts_gguf_w_u32(w, "llama.vocab_size", 9); }
 static void e_bos(ts_gguf_writer *w) { ts_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 8); }
+static void e_hidden1(ts_gguf_writer *w) { ts_gguf_w_u32(w, "llama.embedding_length", 1); } /* 1 / 2 heads = 0 */
+static void e_wide(ts_gguf_writer *w) { /* 512 heads of 4096: 2^21 */
+    ts_gguf_w_u32(w, "llama.attention.head_count", 512);
+    ts_gguf_w_u32(w, "llama.attention.key_length", 4096);
+}
 
 int main(void) {
     const char *dir = th_tmpdir("gguf");
@@ -409,6 +414,10 @@ int main(void) {
          "layer_norm_rms_epsilon\" is missing"},
         {"bos out of range", "tokenizer.ggml.bos_token_id", e_bos, TS_ERR_FORMAT, "is 8, expected a token id in [0, 8)"},
         {"no heads", "llama.attention.head_count", NULL, TS_ERR_FORMAT, "llama.attention.head_count\" is missing"},
+        {"head size 0 by default", "llama.embedding_length", e_hidden1, TS_ERR_FORMAT,
+         "key_length 0 / value_length 0, expected one even head size of at least 2"},
+        {"heads x head size", "llama.attention.head_count", e_wide, TS_ERR_FORMAT,
+         "head_count 512 x key_length 4096 = 2097152, expected at most 1048576"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         config_case(dir, cases[i].what, cases[i].skip, cases[i].edit, cases[i].want, cases[i].needle);

@@ -186,9 +186,13 @@ ts_status ts_config_from_gguf(const ts_gguf *g, ts_config *c, ts_error *err) {
     if ((s = arch_int(g, "attention.key_length", 0, hidden / heads, 2, 4096, &hd, err)) ||
         (s = arch_int(g, "attention.value_length", 0, hd, 2, 4096, &vhd, err)))
         return s;
-    if (hd % 2 || vhd != hd)
+    /* hd < 2: the default hidden / heads skips the range check (embedding_length < head_count) */
+    if (hd < 2 || hd % 2 || vhd != hd)
         return ts_fail(err, TS_ERR_FORMAT, "%s: attention.key_length %lld / value_length %lld, expected one even "
-                       "head size", g->path, (long long)hd, (long long)vhd);
+                       "head size of at least 2", g->path, (long long)hd, (long long)vhd);
+    if (hd * heads > BIG) /* the bound config.json's head_dim x num_attention_heads has */
+        return ts_fail(err, TS_ERR_FORMAT, "%s: attention.head_count %lld x key_length %lld = %lld, expected at most "
+                       "%d", g->path, (long long)heads, (long long)hd, (long long)(hd * heads), BIG);
     c->n_embd = (int)hidden, c->n_ff = (int)ff, c->n_layers = (int)layers, c->n_heads = (int)heads;
     c->n_kv_heads = (int)kv, c->head_dim = (int)hd, c->n_vocab = (int)vocab, c->max_pos = (int)maxpos;
     if ((s = arch_num(g, "attention.layer_norm_rms_epsilon", 1, 0, 0.0, 1.0, &c->rms_eps, err)) ||
