@@ -179,6 +179,15 @@ static void test_names(void) {
     expect_open(p, TS_ERR_SHAPE, "model.layers.0.mlp.up_proj.weight\" is missing", "blk.10");
 }
 
+/* A llama Q bias in Q8_0: its elements cannot be moved back row by row; refused, not run with
+ * the converter's interleaved order. The F32 K and V biases beside it are fine. */
+static void test_block_bias(void) {
+    const char *p = path_of("q8_bias.gguf");
+    write_model(p, &(edit){.q_bias_q8 = 1});
+    expect_open(p, TS_ERR_UNSUPPORTED, "tensor \"blk.0.attn_q.bias\" is a 1-D Q8_0 tensor, expected F32, F16 or BF16",
+                "Q8_0 q bias");
+}
+
 int main(void) {
     g_dir = th_tmpdir("gguf_hostile");
     const char *ok = path_of("ok.gguf");
@@ -187,5 +196,6 @@ int main(void) {
     test_arch_nul();
     test_template_nul();
     test_names();
+    test_block_bias();
     return th_finish("test_gguf_hostile");
 }

@@ -226,11 +226,15 @@ ts_status ts_config_from_gguf(const ts_gguf *g, ts_config *c, ts_error *err) {
 /* llama.cpp's converter stores each head's rows of a `llama` Q or K projection as interleaved
  * pairs (row 2i + j holds HF row j * D/2 + i) because its RoPE rotates adjacent pairs; ours, like
  * HF, rotates (i, i + D/2). Putting the rows back makes the same weights right for our RoPE. */
-static ts_status unpermute(ts_store *st, ts_tensor *t, int heads, const char *path, ts_error *err) {
+static ts_status unpermute(ts_store *st, ts_tensor *t, int heads, const char *gname, const char *path,
+                           ts_error *err) {
     int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
     if (rows % (2 * heads)) return TS_OK; /* a wrong shape: the binder names it */
     size_t rb = ts_dtype_bytes(t->dtype, (uint64_t)cols);
-    if (!rb) return TS_OK;
+    if (!rb) /* a 1-D Q8_0 / Q4_0 bias: its elements sit inside 32-element blocks */
+        return ts_fail(err, TS_ERR_UNSUPPORTED, "%s: tensor \"%s\" is a 1-D %s tensor, expected F32, F16 or BF16 (the "
+                       "rows of a llama Q/K bias are put back in HF order one element at a time, which a block type "
+                       "cannot hold)", path, gname, ts_dtype_name(t->dtype));
     uint8_t *dst = malloc(t->nbytes);
     void **grown = realloc(st->heap, (size_t)(st->n_heap + 1) * sizeof *grown);
     if (grown) st->heap = grown;
@@ -292,9 +296,9 @@ ts_status ts_store_from_gguf(ts_store *st, ts_gguf *g, const ts_config *c, ts_er
         }
         if (c->arch != TS_ARCH_LLAMA) continue;
         if (ends_with(t->name, "self_attn.q_proj.weight") || ends_with(t->name, "self_attn.q_proj.bias"))
-            s = unpermute(st, t, c->n_heads, g->path, err);
+            s = unpermute(st, t, c->n_heads, src->name, g->path, err);
         else if (ends_with(t->name, "self_attn.k_proj.weight") || ends_with(t->name, "self_attn.k_proj.bias"))
-            s = unpermute(st, t, c->n_kv_heads, g->path, err);
+            s = unpermute(st, t, c->n_kv_heads, src->name, g->path, err);
     }
     return s;
 }
