@@ -310,6 +310,42 @@ static void test_dup_and_align(const char *dir) {
     free(b);
 }
 
+/* general.alignment 1 lets the data area start at any byte: a tensor that would start
+ * mid-element (an F32 rope_freqs, a BF16 matrix used in place, both read through typed
+ * pointers) is refused. The writer pads to 32 whatever the key says, so the parser's data area
+ * starts where the header ends; a string of 0..3 bytes moves that end through every residue. */
+static void test_elem_align(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/align1.gguf", dir);
+    float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    int64_t s8[1] = {8};
+    int refused = 0, opened = 0;
+    for (int pad = 0; pad < 4; pad++) {
+        char str[4] = "xxx";
+        str[pad] = 0;
+        ts_error e = {0};
+        ts_gguf_writer *w = ts_gguf_writer_new();
+        ts_gguf_w_u32(w, "general.alignment", 1);
+        ts_gguf_w_str(w, "pad", str);
+        ts_gguf_w_tensor(w, "rope_freqs.weight", TS_DTYPE_F32, 1, s8, x);
+        CHECK(ts_gguf_writer_save(w, path, &e) == TS_OK, "%s", e.msg);
+        ts_gguf_writer_free(w);
+        ts_gguf g;
+        ts_status s = ts_gguf_open(path, &g, &e);
+        if (s == TS_OK) {
+            opened++;
+            CHECK(g.tensors[0].offset % 4 == 0, "pad %d: F32 tensor at offset %zu", pad, g.tensors[0].offset);
+            ts_gguf_close(&g);
+        } else {
+            refused++;
+            CHECK(s == TS_ERR_FORMAT && strstr(e.msg, "align1.gguf") && strstr(e.msg, "\"rope_freqs.weight\"") &&
+                      strstr(e.msg, "expected a multiple of 4") && strstr(e.msg, "general.alignment 1"),
+                  "pad %d: status %d: %s", pad, (int)s, e.msg);
+        }
+    }
+    CHECK(opened == 1 && refused == 3, "alignment 1: %d opened, %d refused (expected 1 and 3)", opened, refused);
+}
+
 /* Metadata the runtime cannot honour is refused with the key and the value. */
 static void config_case(const char *dir, const char *what, const char *skip, void (*edit)(ts_gguf_writer *),
                         ts_status want, const char *needle) {
@@ -340,6 +376,11 @@ static void e_rope_dims(ts_gguf_writer *w) { ts_gguf_w_u32(w, "llama.rope.dimens
 static void e_eps_str(ts_gguf_writer *w) { ts_gguf_w_str(w, "llama.attention.layer_norm_rms_epsilon", "1e-5"); }
 static void e_vocab(ts_gguf_writer *w) { ts_gguf_w_u32(w, "llama.vocab_size", 9); }
 static void e_bos(ts_gguf_writer *w) { ts_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", 8); }
+static void e_hidden1(ts_gguf_writer *w) { ts_gguf_w_u32(w, "llama.embedding_length", 1); } /* 1 / 2 heads = 0 */
+static void e_wide(ts_gguf_writer *w) { /* 512 heads of 4096: 2^21 */
+    ts_gguf_w_u32(w, "llama.attention.head_count", 512);
+    ts_gguf_w_u32(w, "llama.attention.key_length", 4096);
+}
 
 int main(void) {
     const char *dir = th_tmpdir("gguf");
@@ -353,6 +394,7 @@ int main(void) {
     test_truncation(path);
     test_hostile(path);
     test_dup_and_align(dir);
+    test_elem_align(dir);
     struct {
         const char *what, *skip;
         void (*edit)(ts_gguf_writer *);
@@ -372,6 +414,10 @@ int main(void) {
          "layer_norm_rms_epsilon\" is missing"},
         {"bos out of range", "tokenizer.ggml.bos_token_id", e_bos, TS_ERR_FORMAT, "is 8, expected a token id in [0, 8)"},
         {"no heads", "llama.attention.head_count", NULL, TS_ERR_FORMAT, "llama.attention.head_count\" is missing"},
+        {"head size 0 by default", "llama.embedding_length", e_hidden1, TS_ERR_FORMAT,
+         "key_length 0 / value_length 0, expected one even head size of at least 2"},
+        {"heads x head size", "llama.attention.head_count", e_wide, TS_ERR_FORMAT,
+         "head_count 512 x key_length 4096 = 2097152, expected at most 1048576"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         config_case(dir, cases[i].what, cases[i].skip, cases[i].edit, cases[i].want, cases[i].needle);

@@ -237,6 +237,15 @@ static ts_status check_extents(ts_gguf *g, const uint8_t *buf, size_t size, cons
                            "of the file (%zu bytes of data)", g->path, t->name, t->nbytes,
                            (unsigned long long)rel[i], size - (size_t)g->data_offset);
         t->offset = (size_t)(g->data_offset + rel[i]);
+        /* Elements are read through typed pointers (an F32 rope_freqs, a zero-copy BF16
+         * matrix): with general.alignment below 4 a tensor could start mid-element. The
+         * mapping is page-aligned, so an aligned file offset is an aligned address. */
+        size_t ealign = t->dtype == TS_DTYPE_F32 ? 4 : 2; /* F16, BF16; Q8_0/Q4_0: the F16 scale */
+        if (t->offset % ealign)
+            return ts_fail(err, TS_ERR_FORMAT, "%s: tensor \"%s\" (%s) starts at file offset %zu, expected a "
+                           "multiple of %zu (general.alignment %u, data area at byte %llu)", g->path, t->name,
+                           ts_dtype_name(t->dtype), t->offset, ealign, g->alignment,
+                           (unsigned long long)g->data_offset);
         t->data = buf + t->offset;
         t->file = g->path;
     }
@@ -294,6 +303,10 @@ static ts_status parse(cursor *c, ts_gguf *g) {
     const char *arch;
     size_t alen;
     if (!s) s = ts_gguf_get_str(g, "general.architecture", 0, &arch, &alen, c->err);
+    /* used as a C string (the <arch>.* keys, the architecture table): "llama\0..." is not llama */
+    if (!s && arch && memchr(arch, 0, alen))
+        s = ts_fail(c->err, TS_ERR_FORMAT, "%s: metadata \"general.architecture\" (\"%.*s\"...) contains a NUL byte, "
+                    "expected an architecture name", c->fname, (int)strnlen(arch, alen), arch);
     if (!s && arch && !(g->arch = g->arch_buf = dup_n((const uint8_t *)arch, alen)))
         s = ts_fail(c->err, TS_ERR_NOMEM, "%s: out of memory", c->fname);
     uint64_t *rel = s ? NULL : malloc(((size_t)n_tensors + 1) * sizeof *rel);

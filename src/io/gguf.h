@@ -61,8 +61,9 @@ typedef struct ts_gguf {
     char *arch_buf;
 } ts_gguf;
 
-/* Parses a whole GGUF image; views point into buf, so buf must outlive g. fname names the
- * source in messages. */
+/* Parses a whole GGUF image; views point into buf, so buf must outlive g, and buf must be
+ * 4-byte aligned (tensor file offsets are checked to be multiples of their element size, so
+ * the views are then aligned for typed loads). fname names the source in messages. */
 ts_status ts_gguf_parse(const uint8_t *buf, size_t size, const char *fname, ts_gguf *g,
                         ts_error *err);
 /* Maps path and parses it. */

@@ -83,19 +83,39 @@ void ts_gguf_permute_rows(uint8_t *dst, const uint8_t *src, int64_t rows, size_t
             }
 }
 
-/* The HF name of a GGUF tensor, malloc'd; an unknown name is kept as it is so that the binder
- * reports it as an unexpected tensor under the name the file uses. */
-static char *hf_name(const char *g) {
+/* "blk.N." in its one spelling (N decimal, no sign, space or leading zero, below 10^6): the
+ * layer, and *used the prefix length; -1 otherwise. sscanf's %d would take "blk.00.", "blk.+0.",
+ * "blk. 0." and overflow on "blk.4294967296." (undefined; it reads as layer 0 here). */
+static int blk_layer(const char *g, size_t *used) {
+    if (strncmp(g, "blk.", 4) != 0) return -1;
+    size_t i = 4;
+    int layer = 0;
+    if (g[i] == '0' && g[i + 1] != '.') return -1;
+    for (; g[i] >= '0' && g[i] <= '9'; i++) {
+        if (i - 4 >= 6) return -1;
+        layer = layer * 10 + (g[i] - '0');
+    }
+    if (i == 4 || g[i] != '.') return -1;
+    *used = i + 1;
+    return layer;
+}
+
+/* The HF name of a GGUF tensor, malloc'd (NULL: out of memory); *known 0 when the name is not
+ * one a llama / qwen2 / qwen3 GGUF uses. */
+static char *hf_name(const char *g, int *known) {
     char buf[256];
+    *known = 1;
     for (size_t i = 0; i < N_TOP_NAMES; i++)
         if (strcmp(g, k_top_names[i][0]) == 0) return strdup(k_top_names[i][1]);
-    int layer, used = 0;
-    if (sscanf(g, "blk.%d.%n", &layer, &used) == 1 && used > 0 && layer >= 0)
+    size_t used = 0;
+    int layer = blk_layer(g, &used);
+    if (layer >= 0)
         for (size_t i = 0; i < N_LAYER_NAMES; i++)
             if (strcmp(g + used, k_layer_names[i][0]) == 0) {
                 snprintf(buf, sizeof buf, "model.layers.%d.%s", layer, k_layer_names[i][1]);
                 return strdup(buf);
             }
+    *known = 0;
     return strdup(g);
 }
 
@@ -199,9 +219,13 @@ ts_status ts_config_from_gguf(const ts_gguf *g, ts_config *c, ts_error *err) {
     if ((s = arch_int(g, "attention.key_length", 0, hidden / heads, 2, 4096, &hd, err)) ||
         (s = arch_int(g, "attention.value_length", 0, hd, 2, 4096, &vhd, err)))
         return s;
-    if (hd % 2 || vhd != hd)
+    /* hd < 2: the default hidden / heads skips the range check (embedding_length < head_count) */
+    if (hd < 2 || hd % 2 || vhd != hd)
         return ts_fail(err, TS_ERR_FORMAT, "%s: attention.key_length %lld / value_length %lld, expected one even "
-                       "head size", g->path, (long long)hd, (long long)vhd);
+                       "head size of at least 2", g->path, (long long)hd, (long long)vhd);
+    if (hd * heads > BIG) /* the bound config.json's head_dim x num_attention_heads has */
+        return ts_fail(err, TS_ERR_FORMAT, "%s: attention.head_count %lld x key_length %lld = %lld, expected at most "
+                       "%d", g->path, (long long)heads, (long long)hd, (long long)(hd * heads), BIG);
     c->n_embd = (int)hidden, c->n_ff = (int)ff, c->n_layers = (int)layers, c->n_heads = (int)heads;
     c->n_kv_heads = (int)kv, c->head_dim = (int)hd, c->n_vocab = (int)vocab, c->max_pos = (int)maxpos;
     if ((s = arch_num(g, "attention.layer_norm_rms_epsilon", 1, 0, 0.0, 1.0, &c->rms_eps, err)) ||
@@ -235,11 +259,15 @@ ts_status ts_config_from_gguf(const ts_gguf *g, ts_config *c, ts_error *err) {
 /* llama.cpp's converter stores each head's rows of a `llama` Q or K projection as interleaved
  * pairs (row 2i + j holds HF row j * D/2 + i) because its RoPE rotates adjacent pairs; ours, like
  * HF, rotates (i, i + D/2). Putting the rows back makes the same weights right for our RoPE. */
-static ts_status unpermute(ts_store *st, ts_tensor *t, int heads, const char *path, ts_error *err) {
+static ts_status unpermute(ts_store *st, ts_tensor *t, int heads, const char *gname, const char *path,
+                           ts_error *err) {
     int64_t rows = t->shape[0], cols = t->ndim == 2 ? t->shape[1] : 1;
     if (rows % (2 * heads)) return TS_OK; /* a wrong shape: the binder names it */
     size_t rb = ts_dtype_bytes(t->dtype, (uint64_t)cols);
-    if (!rb) return TS_OK;
+    if (!rb) /* a 1-D Q8_0 / Q4_0 bias: its elements sit inside 32-element blocks */
+        return ts_fail(err, TS_ERR_UNSUPPORTED, "%s: tensor \"%s\" is a 1-D %s tensor, expected F32, F16 or BF16 (the "
+                       "rows of a llama Q/K bias are put back in HF order one element at a time, which a block type "
+                       "cannot hold)", path, gname, ts_dtype_name(t->dtype));
     uint8_t *dst = malloc(t->nbytes);
     void **grown = realloc(st->heap, (size_t)(st->n_heap + 1) * sizeof *grown);
     if (grown) st->heap = grown;
@@ -280,16 +308,25 @@ ts_status ts_store_from_gguf(ts_store *st, ts_gguf *g, const ts_config *c, ts_er
         ts_tensor *t = &st->tensors[st->n_tensors];
         *t = *src;
         t->file = st->maps[0].path;
-        if (!(t->name = hf_name(src->name))) {
+        int known;
+        if (!(t->name = hf_name(src->name, &known))) {
             s = ts_fail(err, TS_ERR_NOMEM, "%s: out of memory", g->path);
             break;
         }
         st->n_tensors++;
+        /* Refused here, not left to the binder: kept under its own name, a tensor that happens
+         * to be spelled like a Hugging Face one ("lm_head.weight") would be bound. */
+        if (!known) {
+            s = ts_fail(err, TS_ERR_SHAPE, "%s: unexpected tensor \"%s\": not a tensor name of a GGUF llama, qwen2 "
+                        "or qwen3 model (token_embd, output_norm, output, rope_freqs or blk.N.<name>, docs/gguf.md)",
+                        g->path, src->name);
+            break;
+        }
         if (c->arch != TS_ARCH_LLAMA) continue;
         if (ends_with(t->name, "self_attn.q_proj.weight") || ends_with(t->name, "self_attn.q_proj.bias"))
-            s = unpermute(st, t, c->n_heads, g->path, err);
+            s = unpermute(st, t, c->n_heads, src->name, g->path, err);
         else if (ends_with(t->name, "self_attn.k_proj.weight") || ends_with(t->name, "self_attn.k_proj.bias"))
-            s = unpermute(st, t, c->n_kv_heads, g->path, err);
+            s = unpermute(st, t, c->n_kv_heads, src->name, g->path, err);
     }
     return s;
 }

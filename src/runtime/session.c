@@ -99,6 +99,11 @@ static ts_status gguf_template(ts_session *s, ts_error *err) {
     size_t n;
     ts_status st = ts_gguf_get_str(s->m->gguf, "tokenizer.chat_template", 0, &t, &n, err);
     if (st) return st;
+    /* The template is recognized by its text: cut at a NUL, a Llama-3.1 template could pass as
+     * Llama-3's, or Qwen3's as plain ChatML. */
+    if (t && memchr(t, 0, n))
+        return ts_fail(err, TS_ERR_FORMAT, "%s: metadata \"tokenizer.chat_template\" contains a NUL byte at byte %zu "
+                       "of %zu, expected a template text", s->m->dir, (size_t)((const char *)memchr(t, 0, n) - t), n);
     int has_im_start = ts_tok_token_id(s->tok, "<|im_start|>", 12) >= 0;
     if (!t && !has_im_start)
         return ts_fail(err, TS_ERR_FORMAT, "%s: no chat template (metadata \"tokenizer.chat_template\"), and the "
