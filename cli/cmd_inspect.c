@@ -14,8 +14,16 @@ static const char *k_usage = "tessera inspect MODEL_DIR|FILE.gguf [--ctx N] [--a
 
 /* One metadata entry of a GGUF: scalars in full, strings up to a line, arrays as their type,
  * length and first elements (a vocabulary has 10^5 of them). */
+/* The file's bytes, but no control characters (escapes, newlines) on the user's terminal. */
+static void put_clean(const char *s, size_t n) {
+    for (size_t c = 0; c < n; c++) putchar((unsigned char)s[c] < 0x20 || s[c] == 0x7f ? '?' : s[c]);
+}
+
 static void print_kv(const ts_gguf_kv *kv) {
-    printf("  %-44s ", kv->key);
+    size_t kl = strlen(kv->key);
+    printf("  ");
+    put_clean(kv->key, kl);
+    printf("%*s ", kl < 44 ? (int)(44 - kl) : 0, "");
     ts_gguf_type t = kv->type == TS_GGUF_ARRAY ? kv->arr_type : kv->type;
     uint64_t n = kv->type == TS_GGUF_ARRAY ? kv->n : 1, show = n < 4 ? n : 4;
     if (kv->type == TS_GGUF_ARRAY) printf("[%s x %llu] ", ts_gguf_type_name(t), (unsigned long long)n);
@@ -34,7 +42,9 @@ static void print_kv(const ts_gguf_kv *kv) {
             size_t k = len < 60 ? len : 60;
             const char *nl = memchr(str, '\n', k);
             if (nl) k = (size_t)(nl - str);
-            printf("\"%.*s\"", (int)k, str);
+            putchar('"');
+            put_clean(str, k);
+            putchar('"');
             if (k < len) printf("... (%zu bytes)", len);
         } else if (t == TS_GGUF_BOOL) {
             printf("%s", kv->val[i] ? "true" : "false");

@@ -3,6 +3,7 @@
  * that a tokenizer.json gives: the file carries no pre-tokenizer, only its family's name in
  * tokenizer.ggml.pre, so each known name maps to the sections of that family's HF
  * tokenizer.json, and the shared builder (tok_load.h) makes the same tables from them. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -245,11 +246,22 @@ static ts_status from_spm(const ts_gguf *g, ts_tok **out, ts_error *err) {
         const char *str;
         size_t len;
         ts_gguf_arr_str(tok, i, &str, &len);
+        /* the SentencePiece builder takes C strings: a NUL would cut the token silently */
+        if (memchr(str, 0, len)) {
+            s = ts_fail(err, TS_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%llu] contains a NUL byte, expected a "
+                        "SentencePiece piece", g->path, (unsigned long long)i);
+            goto done;
+        }
         memcpy(w, str, len);
         w[len] = 0;
         strs[i] = w;
         w += len + 1;
         if (sc) scores[i] = (float)ts_gguf_arr_num(sc, i);
+        if (!isfinite(scores[i])) { /* merge priorities: NaN would make their order meaningless */
+            s = ts_fail(err, TS_ERR_FORMAT, "%s: " K_SCORES "[%llu] is %g, expected a finite number", g->path,
+                        (unsigned long long)i, scores[i]);
+            goto done;
+        }
     }
     p.tokens = strs;
     p.scores = scores;
