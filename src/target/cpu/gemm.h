@@ -95,6 +95,12 @@ typedef struct ts_gemm_qx {
 /* From packed FP32 x (K % 32 == 0); the vector variants write the same bits. */
 void ts_cpu_quantize_x_scalar(ts_gemm_qx qx, const float *xp, int K);
 void ts_cpu_quantize_x_avx2(ts_gemm_qx qx, const float *xp, int K);
+/* The decode (S == 1) frame every variant shares: x quantized once by `quant` into a stack
+ * buffer (the heap past TS_GEMM_QX_MAX), then `rows` computes y[n0, n1). */
+typedef void (*ts_gemm_q_quant_fn)(ts_gemm_qx qx, const float *xp, int K);
+typedef void (*ts_gemm_q_rows_fn)(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1);
+void ts_cpu_gemm_q_decode(float *y, const float *xp, const void *W, ts_dtype dt, int K, int n0, int n1,
+                          ts_gemm_q_quant_fn quant, ts_gemm_q_rows_fn rows);
 
 void ts_cpu_gemm_q_scalar(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1, ts_gemm_tile tile);

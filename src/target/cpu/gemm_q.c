@@ -88,14 +88,23 @@ void ts_cpu_gemm_q_scalar(float *y, int ldy, const float *xp, int ldx, const voi
         gemm_rows_scalar(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         return;
     }
-    int16_t *q = malloc(sizeof(int16_t) * (size_t)K);
-    float *d = malloc(sizeof(float) * (size_t)(K / TS_QBLOCK));
-    if (q && d) {
-        ts_gemm_qx qx = {q, d};
-        ts_cpu_quantize_x_scalar(qx, xp, K);
-        gemv_scalar(y, qx, W, dt, K, n0, n1);
+    ts_cpu_gemm_q_decode(y, xp, W, dt, K, n0, n1, ts_cpu_quantize_x_scalar, gemv_scalar);
+}
+
+void ts_cpu_gemm_q_decode(float *y, const float *xp, const void *W, ts_dtype dt, int K, int n0, int n1,
+                          ts_gemm_q_quant_fn quant, ts_gemm_q_rows_fn rows) {
+    int16_t sq[TS_GEMM_QX_MAX] __attribute__((aligned(64)));
+    float sd[TS_GEMM_QX_MAX / TS_QBLOCK];
+    ts_gemm_qx qx = {sq, sd};
+    void *heap = NULL;
+    if (K > TS_GEMM_QX_MAX) { /* longer rows than any seed model */
+        heap = malloc((sizeof(int16_t) + sizeof(float)) * (size_t)K);
+        if (!heap) return; /* cannot happen for a model that loaded; outputs stay as they were */
+        qx.q = heap, qx.d = (float *)((int16_t *)heap + K);
     }
-    free(q), free(d);
+    quant(qx, xp, K);
+    rows(y, qx, W, dt, K, n0, n1);
+    free(heap);
 }
 
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v) {

@@ -68,14 +68,14 @@ static inline __attribute__((always_inline)) float row_dot(const uint8_t *row, t
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
-static void gemv_q8(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
-    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
-    for (int n = n0; n < n1; n++) y[n] = row_dot(W + (size_t)n * rb, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx, K / TS_QBLOCK);
-}
-static void gemv_q4(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
-    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q4_0, K);
-    for (int n = n0; n < n1; n++)
-        y[n] = row_dot(W + (size_t)n * rb, TS_DTYPE_Q4_0, 2 + TS_QBLOCK / 2, qx, K / TS_QBLOCK);
+/* One loop per type with the type a constant, so row_dot is specialized for it. */
+static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    if (dt == TS_DTYPE_Q8_0)
+        for (int n = n0; n < n1; n++) y[n] = row_dot(W + (size_t)n * rb, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx, K / TS_QBLOCK);
+    else
+        for (int n = n0; n < n1; n++)
+            y[n] = row_dot(W + (size_t)n * rb, TS_DTYPE_Q4_0, 2 + TS_QBLOCK / 2, qx, K / TS_QBLOCK);
 }
 
 void ts_cpu_gemm_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
@@ -86,19 +86,5 @@ void ts_cpu_gemm_q_avx512(float *y, int ldy, const float *xp, int ldx, const voi
         ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         return;
     }
-    int16_t sq[TS_GEMM_QX_MAX] __attribute__((aligned(64)));
-    float sd[TS_GEMM_QX_MAX / TS_QBLOCK];
-    ts_gemm_qx qx = {sq, sd};
-    void *heap = NULL;
-    if (K > TS_GEMM_QX_MAX) { /* longer rows than any seed model */
-        heap = malloc((sizeof(int16_t) + sizeof(float)) * (size_t)K);
-        if (!heap) {
-            ts_cpu_gemm_q_scalar(y, ldy, xp, ldx, W, dt, K, S, n0, n1, tile);
-            return;
-        }
-        qx.q = heap, qx.d = (float *)((int16_t *)heap + K);
-    }
-    quantize_x(qx, xp, K);
-    (dt == TS_DTYPE_Q8_0 ? gemv_q8 : gemv_q4)(y, qx, W, K, n0, n1);
-    free(heap);
+    ts_cpu_gemm_q_decode(y, xp, W, dt, K, n0, n1, quantize_x, gemv_rows);
 }
