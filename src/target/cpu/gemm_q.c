@@ -114,7 +114,7 @@ ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v) {
 
 const char *ts_cpu_gemm_q_name(ts_cpu_variant v) {
     ts_gemm_q_fn f = ts_cpu_gemm_q_for(v);
-    if (f == ts_cpu_gemm_q_avx512) return "decode vpdpwssd zmm (AVX-512 VNNI) on 16-bit x, prefill FP32 FMA zmm on dequantized W";
+    if (f == ts_cpu_gemm_q_avx512) return "decode vpdpwssd zmm (Q8_0) / vpdpbusd zmm on byte-split x (Q4_0), AVX-512 VNNI, 16-bit x; prefill FP32 FMA zmm on dequantized W";
     if (f == ts_cpu_gemm_q_avx2) return "decode vpmaddwd ymm on 16-bit x, prefill FP32 FMA ymm on dequantized W";
     return "scalar: decode int32 dot on 16-bit x, prefill FP32 on dequantized W";
 }

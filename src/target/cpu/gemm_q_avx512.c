@@ -1,10 +1,12 @@
-/* AVX-512 VNNI kernels on Q8_0 / Q4_0 weights in place (gemm.h). Decode: one weight block (32
- * codes) sign-extended to 32 int16 in a zmm and multiplied with the 16-bit x by vpdpwssd (pairs
- * summed into int32 lanes, exact), converted and scaled by d_w * d_x in FP32. vpdpwssd rather
- * than the byte form vpdpbusd: the byte form needs 8-bit x (4e-3 rel_l2 against the oracle) or
- * two passes over a split x, and the GEMV is bound by reading W, not by these instructions.
- * Prefill: the FP32 panel kernel of gemm_avx512.c on exactly dequantized W. Compiled with
- * -mavx512vnni besides the avx512bf16 flags (CMakeLists.txt); used only when CPUID has it. */
+/* AVX-512 VNNI kernels on Q8_0 / Q4_0 weights in place (gemm.h). Decode, Q8_0: one weight block
+ * (32 codes) sign-extended to 32 int16 in a zmm and multiplied with the 16-bit x by vpdpwssd
+ * (pairs summed into int32 lanes, exact), converted and scaled by d_w * d_x in FP32; the
+ * stream of 34-byte blocks is bound by memory. Decode, Q4_0: that form was bound by
+ * instructions (nibbles to int16, the sign extension, a scalar F16 scale per block: about 11
+ * GB/s), so the unsigned 4-bit codes go straight into vpdpbusd against x split into bytes,
+ * 16 blocks at a time (row_dot_q4 below). Prefill: the FP32 panel kernel of gemm_avx512.c on
+ * exactly dequantized W. Compiled with -mavx512vnni besides the avx512bf16 flags
+ * (CMakeLists.txt); used only when CPUID has it. */
 #include <immintrin.h>
 #include <stdlib.h>
 
@@ -68,14 +70,145 @@ static inline __attribute__((always_inline)) float row_dot(const uint8_t *row, t
     return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
 }
 
+/* ---- Q4_0 decode, 16 blocks at a time, unsigned codes straight into vpdpbusd. The 16-bit x
+ * is split into bytes, q = 256 * hi + lo (hi signed, lo unsigned), so with c the codes 0..15
+ * (weight c - 8):  sum((c - 8) * q) = 256 * sum(c * hi) + sum(lo * c) - 8 * sum(q). vpdpbusd
+ * takes c as the unsigned operand against hi, and lo as the unsigned one against c (0..15 is a
+ * valid signed byte); the last term is precomputed per block. Every step is exact int32 (a
+ * block's dot is at most 32 * 8 * 32768 = 2^23 in magnitude, exact in FP32 too), then one
+ * conversion and one FMA by the 16 scales d_w * d_x (the 16 F16 d_w picked out of the group by
+ * two vpermt2w and converted by one vcvtph2ps). The per-block int32 sums are exact, so the
+ * result differs from the vpdpwssd form only in FP32 rounding (rel 1.4e-7 measured); a row's
+ * bits do not depend on which rows a call computes (column splits stay bit-identical).
+ * x is laid out per pair of blocks (b, b + 1) as 64 bytes [b 0..15, b+1 0..15, b 16..31,
+ * b+1 16..31], matching the codes of one 16-byte nibble load per block: low nibbles (weights
+ * 0..15) in the lower 256 bits, high nibbles (16..31) in the upper. */
+#define Q4G 16 /* blocks per group */
+typedef struct q4x {
+    const uint8_t *hi, *lo; /* K bytes each, pair layout above, whole groups only */
+    const int32_t *corr;    /* 8 * sum(q) per block, in the group's lane order */
+    const float *d;         /* d_x per block, in the group's lane order */
+} q4x;
+
+/* Lane i of a group's reduced sums holds block 4 * (i % 4) + i / 4 (the unpack tree below). */
+static inline int q4_lane_block(int i) { return 4 * (i % 4) + i / 4; }
+
+static void q4_prepare(q4x *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng) {
+    const __m512i ones = _mm512_set1_epi16(1);
+    for (int g = 0; g < ng; g++) {
+        for (int pr = 0; pr < Q4G / 2; pr++) {
+            size_t b = (size_t)g * Q4G + 2 * pr;
+            __m512i x0 = _mm512_loadu_si512(qx.q + b * TS_QBLOCK), x1 = _mm512_loadu_si512(qx.q + (b + 1) * TS_QBLOCK);
+            __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(x0, 8))),
+                                           _mm512_cvtepi16_epi8(_mm512_srai_epi16(x1, 8)), 1);
+            __m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(x0)), _mm512_cvtepi16_epi8(x1), 1);
+            _mm512_storeu_si512(hi + b * TS_QBLOCK, _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(3, 1, 2, 0)));
+            _mm512_storeu_si512(lo + b * TS_QBLOCK, _mm512_shuffle_i32x4(l, l, _MM_SHUFFLE(3, 1, 2, 0)));
+        }
+        for (int i = 0; i < Q4G; i++) {
+            size_t b = (size_t)g * Q4G + q4_lane_block(i);
+            corr[g * Q4G + i] = 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_loadu_si512(qx.q + b * TS_QBLOCK), ones));
+            d[g * Q4G + i] = qx.d[b];
+        }
+    }
+    o->hi = hi, o->lo = lo, o->corr = corr, o->d = d;
+}
+
+/* The exact int32 dot of one pair of Q4_0 blocks with x, in 16 lanes: 128-bit lanes 0 and 2
+ * belong to the first block, 1 and 3 to the second. raw: 64 bytes holding both blocks, idx the
+ * vpermw indices of their nibbles in it (q4_nib_idx). */
+static inline __attribute__((always_inline)) __m512i q4_pair(__m512i raw, __m512i idx, const uint8_t *xh,
+                                                             const uint8_t *xl) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll, 0x0004000400040004ll,
+                                        0x0004000400040004ll, 0, 0, 0, 0);
+    __m512i c = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(idx, raw), sh), m4);
+    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c, _mm512_loadu_si512(xh));
+    return _mm512_dpbusd_epi32(_mm512_slli_epi32(s, 8), _mm512_loadu_si512(xl), c);
+}
+
+/* vpermt2w indices (AVX512BW) of the 16 F16 scales of a group in lane order (q4_lane_block):
+ * [0] from the 128 bytes at 0 (blocks 0-7, word 9 * block), [1] from the 128 bytes at 144 (blocks
+ * 8-15, word 9 * (block - 8)); row_dot_q4 blends them (lanes i with i % 4 >= 2 from [1]). */
+static const int16_t q4_scale_idx[2][32] __attribute__((aligned(64))) = {
+    {0, 36, 0, 0, 9, 45, 0, 0, 18, 54, 0, 0, 27, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {0, 0, 0, 36, 0, 0, 9, 45, 0, 0, 18, 54, 0, 0, 27, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
+/* vpermw indices of a pair's nibbles from the 64 bytes at its first block: words 1-8 (block b)
+ * and 10-17 (b + 1), twice: [b, b + 1, b, b + 1]; [1] for a load 28 bytes earlier (the group's
+ * last pair, so that no load reaches past the group). */
+static const int16_t q4_nib_idx[2][32] __attribute__((aligned(64))) = {
+    {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17},
+    {15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31}};
+
+static inline __attribute__((always_inline)) float row_dot_q4(const uint8_t *row, ts_gemm_qx qx, const q4x *x4,
+                                                              int nb) {
+    const size_t bb = 2 + TS_QBLOCK / 2;
+    /* The 16 F16 scales, at bytes 18 * i of the group (16-bit words 9 * i), into lane order: blocks
+     * 0-7 from the 128 bytes at 0, blocks 8-15 from the 128 bytes at 144 (words 9 * (i - 8)). */
+    const __m512i ia = _mm512_loadu_si512(q4_scale_idx[0]), ib = _mm512_loadu_si512(q4_scale_idx[1]);
+    const __m512i n0 = _mm512_loadu_si512(q4_nib_idx[0]), n1 = _mm512_loadu_si512(q4_nib_idx[1]);
+    __m512 acc = _mm512_setzero_ps();
+    int ng = nb / Q4G, b = 0;
+    for (int g = 0; g < ng; g++, b += Q4G) {
+        const uint8_t *p = row + (size_t)b * bb;
+        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
+        const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
+        __m512i v[8];
+        for (int j = 0; j < 7; j++) v[j] = q4_pair(_mm512_loadu_si512(p + 2 * j * bb), n0, xh + 64 * j, xl + 64 * j);
+        v[7] = q4_pair(_mm512_loadu_si512(p + 14 * bb - 28), n1, xh + 64 * 7, xl + 64 * 7);
+        /* 128-bit lanes: w[i] lane k = block 4i + k (4 partial sums) */
+        __m512i w[4];
+        for (int i = 0; i < 4; i++) {
+            __m512i a = v[2 * i], c = v[2 * i + 1];
+            w[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 2, 3, 2)));
+        }
+        __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(w[0], w[1]), _mm512_unpackhi_epi32(w[0], w[1]));
+        __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(w[2], w[3]), _mm512_unpackhi_epi32(w[2], w[3]));
+        __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+        s = _mm512_sub_epi32(s, _mm512_loadu_si512(x4->corr + b));
+        __m512i sa = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), ia, _mm512_loadu_si512(p + 64));
+        __m512i sb = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 144), ib, _mm512_loadu_si512(p + 208));
+        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCC, sa, sb)));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_loadu_ps(x4->d + b)), acc);
+    }
+    const __m512i z = _mm512_setzero_si512();
+    for (; b < nb; b++) { /* the last nb % 16 blocks, one at a time */
+        const uint8_t *p0 = row + (size_t)b * bb;
+        __m512i s0 = _mm512_dpwssd_epi32(z, block_w16(p0, TS_DTYPE_Q4_0), _mm512_loadu_si512(qx.q + (size_t)b * TS_QBLOCK));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(f16(p0) * qx.d[b]), acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+static void gemv_rows_q4(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
+    int nb = K / TS_QBLOCK, ng = nb / Q4G;
+    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q4_0, K), kg = (size_t)ng * Q4G * TS_QBLOCK;
+    uint8_t sbuf[2 * TS_GEMM_QX_MAX] __attribute__((aligned(64)));
+    int32_t scorr[TS_GEMM_QX_MAX / TS_QBLOCK];
+    float sd[TS_GEMM_QX_MAX / TS_QBLOCK];
+    uint8_t *buf = sbuf;
+    int32_t *corr = scorr;
+    float *d = sd;
+    void *heap = NULL;
+    if (K > TS_GEMM_QX_MAX) {
+        heap = malloc(2 * kg + (sizeof(int32_t) + sizeof(float)) * (size_t)nb);
+        if (!heap) return; /* as ts_cpu_gemm_q_decode */
+        buf = heap, corr = (int32_t *)(buf + 2 * kg), d = (float *)(corr + nb);
+    }
+    q4x x4;
+    q4_prepare(&x4, buf, buf + kg, corr, d, qx, ng);
+    for (int n = n0; n < n1; n++) y[n] = row_dot_q4(W + (size_t)n * rb, qx, &x4, nb);
+    free(heap);
+}
+
 /* One loop per type with the type a constant, so row_dot is specialized for it. */
 static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
     size_t rb = ts_gemm_row_bytes(dt, K);
     if (dt == TS_DTYPE_Q8_0)
         for (int n = n0; n < n1; n++) y[n] = row_dot(W + (size_t)n * rb, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx, K / TS_QBLOCK);
     else
-        for (int n = n0; n < n1; n++)
-            y[n] = row_dot(W + (size_t)n * rb, TS_DTYPE_Q4_0, 2 + TS_QBLOCK / 2, qx, K / TS_QBLOCK);
+        gemv_rows_q4(y, qx, W, K, n0, n1);
 }
 
 void ts_cpu_gemm_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
