@@ -102,6 +102,8 @@ typedef struct ts_cpu_tile_rec {
 } ts_cpu_tile_rec;
 int ts_cpu_tiles_get(const ts_cpu *c, ts_cpu_tile_rec *out, int max);
 ts_status ts_cpu_tiles_set(ts_cpu *c, const ts_cpu_tile_rec *in, int n, ts_error *err);
+/* Back to the default tiles (phase 5 times a plan with and without the tuned ones). */
+void ts_cpu_tiles_clear(ts_cpu *c);
 /* Dispatches per layer of this session's plan. */
 int ts_cpu_dispatches_per_layer(const ts_cpu *c);
 /* What the variant's prefill kernel computes with, for manifests and reports. */
