@@ -79,6 +79,7 @@ static json_t *target_json(int threads, const json_t *phase4, const json_t *phas
         json_object_set_new(t, "decode_plan", json_pack("{s:s, s:s, s:s}", "weights", w ? w : "mmap", "tiles", tl ? tl : "",
                                                         "why", pwhy ? pwhy : ""));
     json_object_set_new(t, "prefill_kernel", json_string(ts_cpu_prefill_kernel_name(ts_cpu_best_variant())));
+    json_object_set_new(t, "decode_kernel", json_string(ts_cpu_decode_kernel_name(ts_cpu_best_variant())));
     return t;
 }
 
