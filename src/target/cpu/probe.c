@@ -158,3 +158,13 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
     free(xp), free(c->y);
     free(c);
 }
+
+void ts_peaks_max(ts_peaks *acc, const ts_peaks *p) {
+    if (p->flops_gflops > acc->flops_gflops) acc->flops_gflops = p->flops_gflops, acc->flops_instr = p->flops_instr;
+    if (p->read_gbs > acc->read_gbs) acc->read_gbs = p->read_gbs, acc->read_best = p->read_best;
+    if (p->read_stream_4k_gbs > acc->read_stream_4k_gbs) acc->read_stream_4k_gbs = p->read_stream_4k_gbs;
+    if (p->read_stream_2m_gbs > acc->read_stream_2m_gbs) acc->read_stream_2m_gbs = p->read_stream_2m_gbs;
+    if (p->read_gemv_4k_gbs > acc->read_gemv_4k_gbs) acc->read_gemv_4k_gbs = p->read_gemv_4k_gbs;
+    if (p->read_gemv_2m_gbs > acc->read_gemv_2m_gbs) acc->read_gemv_2m_gbs = p->read_gemv_2m_gbs;
+    if (p->huge_share > acc->huge_share) acc->huge_share = p->huge_share;
+}

@@ -21,6 +21,9 @@ typedef struct ts_peaks {
 
 /* Runs both probes on every pool thread (best of `trials`). */
 void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out);
+/* acc <- the better of acc and p, figure by figure: a peak probed at several moments of a run
+ * (a shared host's memory bandwidth moves by 2x within seconds) is the best of them. */
+void ts_peaks_max(ts_peaks *acc, const ts_peaks *p);
 
 /* Per-thread kernels (exposed for the variant files). */
 double ts_probe_fma_avx2(long iters); /* returns flops done */
