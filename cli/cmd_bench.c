@@ -107,15 +107,15 @@ int cmd_bench(int argc, char **argv) {
      * shared host's bandwidth moves within seconds, and a decode must not look faster than
      * the machine only because the probe ran at a slow moment. */
     ts_peaks pk0;
-    s = ts_measure_peaks(m, nth, 3, &pk0, &err);
+    s = ts_measure_peaks(m, nth, 8, &pk0, &err);
     FILE *cr = fopen("/proc/self/clear_refs", "w"); /* "5": VmHWM restarts here, without the probe's buffers */
     if (cr) fputs("5", cr), fclose(cr);
     for (int k = 0; k < n_sizes && !s; k++) s = ts_measure_prefill(m, &mo, sizes[k], &pf[k], &err);
     if (!s) s = ts_measure_decode(m, &mo, (int)decode_ctx, (int)gen, &dec, &err);
     double rss_mb = proc_kb("/proc/self/status", "VmHWM:") / 1024.0; /* before the probes' 1 GiB buffer */
-    double huge_mb = proc_kb("/proc/self/smaps_rollup", "AnonHugePages:") / 1024.0; /* copied weights in THP */
+    double huge_mb = dec.anon_huge_mb; /* copied weights in THP, read while the decode session held them */
     ts_peaks pk;
-    if (!s) s = ts_measure_peaks(m, nth, 3, &pk, &err);
+    if (!s) s = ts_measure_peaks(m, nth, 8, &pk, &err);
     if (!s) ts_peaks_max(&pk, &pk0);
     if (s) {
         for (int k = 0; k < n_sizes; k++) ts_measurement_free(&pf[k]);
