@@ -231,7 +231,8 @@ static void plan_rows(ts_eval_checks *k, const json_t *man, const json_t *rep) {
     const json_t *target = json_object_get(man, "target");
     const char *w = str(ch, "weights"), *t = str(ch, "tiles"), *mw = str(target, "weights");
     if (strcmp(w, str(pc, "weights")) || strcmp(t, str(pc, "tiles")) || strcmp(w, str(rep, "weights")) ||
-        strcmp(t, str(rep, "tiles")) || strcmp(w, *mw ? mw : "mmap") || (!strcmp(t, "default") && json_is_array(json_object_get(target, "tiles"))))
+        strcmp(t, str(rep, "tiles")) || strcmp(w, *mw ? mw : "mmap") ||
+        (!strcmp(t, "default")) == json_is_array(json_object_get(target, "tiles")))
         ts_eval_note(k, TS_EVAL_FAIL, "phase5 plan_choice: the chosen candidate (weights %s, %s tiles) is not the plan "
                      "phase5.json (weights %s, %s tiles) and the manifest (weights %s) ship", w, t, str(rep, "weights"),
                      str(rep, "tiles"), *mw ? mw : "mmap");
