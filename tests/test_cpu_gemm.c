@@ -191,6 +191,44 @@ static void check_odd(ts_cpu_variant v) {
     check_splits(v, 172, 40);
 }
 
+/* The two avx512bf16 decode GEMVs (gemm.h), each whatever this core picks, as GEMM entry
+ * points that run one GEMV per row of x. */
+static void gemv_f32_rows(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0, int n1,
+                          ts_gemm_tile t) {
+    (void)t;
+    for (int s = 0; s < S; s++) ts_cpu_gemv_f32_avx512(y + (size_t)s * ldy, xp + (size_t)s * ldx, W, K, n0, n1);
+}
+static void gemv_bf16x3_rows(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
+                             int n1, ts_gemm_tile t) {
+    for (int s = 0; s < S; s++) ts_cpu_gemv_bf16x3_avx512(y + (size_t)s * ldy, xp + (size_t)s * ldx, W, K, n0, n1, t.nr);
+}
+
+/* Decode only (S = 1): every output row of every GEMM shape of the seed models, K tails, odd
+ * K and N, windows, and the autotuner's nr = 2 and 4 (which only the vdpbf16ps GEMV uses). */
+static void check_decode_kernel(ts_cpu_variant v) {
+    static const int ks[] = {16, 48, 80, 272, 528};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) check_shape(v, "K tail", 1, 70, ks[i], 0, 70);
+    static const struct {
+        int N, K;
+    } odd[] = {{64, 172}, {172, 64}, {3, 172}, {172, 40}, {40, 8}, {69, 8 + 16 * 17}, {35, 1000}, {21, 2050}, {3, 3}};
+    for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+        check_shape(v, "odd K/N", 1, odd[i].N, odd[i].K, 0, odd[i].N);
+        if (odd[i].N > 8) check_shape(v, "odd K/N window", 1, odd[i].N, odd[i].K, odd[i].N / 3 + 1, odd[i].N - 2);
+    }
+    for (int i = 0; ts_synth_preset_name(i); i++) {
+        const char *preset = ts_synth_preset_name(i);
+        ts_config c;
+        ts_error err;
+        if (strstr(preset, "-tiny") || ts_synth_preset_config(preset, 0, &c, &err)) continue;
+        int H = c.n_embd, Q = c.n_heads * c.head_dim, KV = c.n_kv_heads * c.head_dim, F = c.n_ff, V = c.n_vocab;
+        int shapes[6][2] = {{Q, H}, {KV, H}, {H, Q}, {F, H}, {H, F}, {V, H}};
+        printf("%s\n", preset);
+        for (int j = 0; j < 6; j++) check_shape(v, "decode", 1, shapes[j][0], shapes[j][1], 0, shapes[j][0]);
+        for (g_nr = 2; g_nr <= 4; g_nr += 2) check_shape(v, g_nr == 2 ? "decode nr=2" : "decode nr=4", 1, KV + 3, H, 0, KV + 3);
+        g_nr = 0;
+    }
+}
+
 /* ts_cpu_matmul (phase 1's entry: natural-order x, W as stored) at odd K against the oracle,
  * and the pack/unpack round trip with its zero pad. */
 static void check_matmul_api(void) {
@@ -265,6 +303,13 @@ int main(void) {
             for (int i = 0; ts_synth_preset_name(i); i++)
                 if (!strstr(ts_synth_preset_name(i), "-tiny")) check_model((ts_cpu_variant)v, ts_synth_preset_name(i));
         }
+        if (v == TS_CPU_AVX512BF16)
+            for (int k = 0; k < 2; k++) {
+                g_fn = k == 0 ? gemv_f32_rows : gemv_bf16x3_rows;
+                g_name = k == 0 ? "gemv/f32" : "gemv/bf16x3";
+                printf("avx512bf16 decode GEMV %s (this core uses %s)\n", g_name, ts_cpu_avx512_decode_f32() ? "f32" : "bf16x3");
+                check_decode_kernel((ts_cpu_variant)v);
+            }
         g_fn = NULL, g_name = NULL;
     }
     check_matmul_api();

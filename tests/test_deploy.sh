@@ -91,14 +91,21 @@ python3 - "$D" <<'PY' && ok || bad "manifest/report/svg content"
 import json, sys, xml.etree.ElementTree as ET
 d = sys.argv[1]
 m = json.load(open(d + "/manifest.json"))
-assert isinstance(m["target"]["tiles"], list) and m["target"]["tiles"], "no tiles in the manifest"
+p5 = json.load(open(d + "/phase5.json"))
+pc = p5["plan_choice"]  # phase 5's final decode plan by measurement, which the manifest ships
+assert bool(isinstance(m["target"]["tiles"], list) and m["target"]["tiles"]) == (pc["tiles"] == "tuned"), (m["target"]["tiles"], pc)
 perf = m["performance"]
 assert [r["tokens"] for r in perf["prefill"]] == [16, 48], perf["prefill"]
 assert [r["context"] for r in perf["decode"]] == [16, 40], perf["decode"]
 p4 = json.load(open(d + "/phase4.json"))
 steps = [r["step"] for r in p4["trajectory"]]
 pl = p4["placement"]
-assert pl["weights"] in ("mmap", "copy") and m["target"]["weights"] == pl["weights"], (pl, m["target"])
+assert pl["weights"] in ("mmap", "copy") and m["target"]["weights"] == pc["weights"] == p5["weights"], (pl, pc, m["target"])
+cands = pc["candidates"]
+assert len(cands) == 4 and pc["rounds"] == 5 and all(len(c["rates_tok_s"]) == 5 for c in cands), pc
+assert [c["phase4_plan"] for c in cands].count(True) == 1, cands
+assert (cands[pc["chosen"]]["weights"], cands[pc["chosen"]]["tiles"]) == (pc["weights"], pc["tiles"]), pc
+assert m["target"]["decode_plan"]["weights"] == pc["weights"] and m["target"]["decode_plan"]["why"] == pc["why"]
 assert pl["rounds"] == 5 and 0 <= pl["copy_faster_rounds"] <= 5 and pl["mmap_decode_tok_s"] > 0, pl
 assert (pl["weights"] == "copy") == (pl["copy_faster_rounds"] >= 4 and pl["median_ratio"] >= 1.03), pl
 final = "+ autotuned tiles, weights copied" if pl["weights"] == "copy" else "+ zero-copy"
@@ -112,10 +119,10 @@ assert {p["dispatch"] for p in p4["profile_final"]} == {"D1 attn_norm..rope", "D
 assert [g["metric"] for g in p4["gates"]] == ["position_violations", "invalid_measurements"], p4["gates"]
 assert p4["oracle_positions"] == 8 + 16 + 24 + 32 + 48 + 64, p4["oracle_positions"]
 assert all(r["valid"] and len(r["samples_tok_s"]) == p4["trials"] for r in p4["trajectory"] + p4["ttft"])
-p5 = json.load(open(d + "/phase5.json"))
-assert p5["trajectory"][-1]["step"].startswith("+ phase-4") and p5["peak_read_gbs"] > 0
+assert p5["trajectory"][-1]["step"].startswith("+ phase-5 pick") and p5["peak_read_gbs"] > 0
 # Phase 5: phase 3's 8 greedy lockstep runs of 32 tokens, with the final plan.
-assert [g["metric"] for g in p5["gates"]] == ["lockstep_violations", "invalid_measurements"], p5["gates"]
+assert [g["metric"] for g in p5["gates"]] == ["lockstep_violations", "invalid_measurements", "plan_deficit"], p5["gates"]
+assert p5["gates"][2]["pass"] and p5["gates"][2]["measured"] <= 0.05, p5["gates"]
 assert len(p5["lockstep"]) == 8 and all(r["tokens"] == 32 for r in p5["lockstep"]), p5["lockstep"]
 assert all(r["valid"] for r in p5["trajectory"] + p5["contexts"])
 # Phase 1: every GEMM over all its columns at the row counts of every measured prefill (the
@@ -136,11 +143,12 @@ assert not any(st == "lm_head" and S > 1 for st, S in rows)
 runs = {(r["layer"], r["S"], r["pos0"]) for r in p1["steps"]}
 assert runs == {(l, S, p) for l in (0, L - 1) for P in (32, 16, 48) for S, p in ((P, 0), (1, P))}, sorted(runs)
 rep = open(d + "/report.md").read()
-for s in ("## Performance", "### Prefill trajectory", "### Decode trajectory", "Where prefill time goes", "Time to first token"):
+for s in ("## Performance", "### Prefill trajectory", "### Decode trajectory", "Where prefill time goes", "Time to first token",
+          "Final decode plan by measurement"):
     assert s in rep, s
 svg = ET.parse(d + "/trajectory.svg").getroot()
 texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
-assert "Prefill of 32 tokens" in texts and "Decode" in texts and "autotuned" in texts, texts[:300]
+assert "Prefill of 32 tokens" in texts and "Decode" in texts and "tuned tiles" in texts, texts[:300]
 assert len(list(svg.iter("{http://www.w3.org/2000/svg}rect"))) >= 1 + 5 + 5
 p7 = json.load(open(d + "/phase7.json"))
 assert p7["verdict"] != "PASS", p7["verdict"]  # phase 0 not compared is a warning
@@ -238,6 +246,15 @@ tamper p0 "$D" 'p[0]["sequences"][1]["nonfinite"] = 7'
 expect 8 "phase0 nonfinite: recorded 0, its sequences' non-finite counts give 7" -- "$BIN" eval "$TMP/t-p0" --threads 2
 tamper p4 "$D" 'p[4]["trajectory"][0]["warm_ms_mean"] *= 0.5'
 expect 8 "phase4 trajectory[0]: recorded warm_ms_mean" -- "$BIN" eval "$TMP/t-p4" --threads 2
+# Phase 5's plan choice: an alternative made 2x faster in every round beats the shipped plan
+# beyond the noise band; the gate recomputed from the rounds says so, and so does a rounds
+# edit that makes the shipped plan the slow one.
+tamper plan "$D" 'pc = p[5]["plan_choice"]; alt = [c for i, c in enumerate(pc["candidates"]) if i != pc["chosen"]][0]
+alt["rates_tok_s"] = [2 * x for x in pc["candidates"][pc["chosen"]]["rates_tok_s"]]'
+expect 8 "phase5 plan_deficit: recorded" -- "$BIN" eval "$TMP/t-plan" --threads 2
+grep -q "its plan_choice rounds give 1" "$TMP/t-plan/evaluation.md" && ok || bad "plan_deficit not recomputed from the rounds"
+tamper planw "$D" 'm["target"]["weights"] = "copy" if p[5]["plan_choice"]["weights"] == "mmap" else "mmap"'
+expect 8 "is not the plan phase5.json" -- "$BIN" eval "$TMP/t-planw" --threads 2
 # --baseline: against itself it passes with the comparison tables; against a baseline that
 # claims twice the decode speed it fails; a gate that lost most of its headroom fails; another
 # model's deployment is refused (exit 1).
@@ -323,7 +340,10 @@ expect 64 "--weights expects auto, mmap or copy" -- "$BIN" deploy "$M" --weights
 cp -r "$TMP/r" "$TMP/rbad"
 python3 - "$TMP/rbad/manifest.json" <<'PY'
 import json, sys
-p = sys.argv[1]; m = json.load(open(p)); m["target"]["tiles"][0]["ms"] = "three"; json.dump(m, open(p, "w"))
+p = sys.argv[1]; m = json.load(open(p)); t = m["target"]["tiles"]
+# phase 5 may have shipped the default tiles (a string): then a tile list of its own
+t = t if isinstance(t, list) and t else [{"bucket": 1, "n": 64, "k": 64, "ms": 1, "nr": 1, "sb": 64, "gflops": 1.0}]
+t[0]["ms"] = "three"; m["target"]["tiles"] = t; json.dump(m, open(p, "w"))
 PY
 expect 3 "target.tiles[0].ms: expected a non-negative integer" -- "$BIN" run "$TMP/rbad" -p "x" -n 1
 python3 - "$TMP/rbad/manifest.json" <<'PY'

@@ -9,6 +9,7 @@
 #include "deploy/eval_internal.h"
 #include "deploy/gates.h"
 #include "deploy/manifest.h"
+#include "deploy/plan_choice.h"
 #include "io/json.h"
 #include "io/mmap.h"
 
@@ -215,6 +216,28 @@ static void class_rows(ts_eval_checks *k, const char *phase, const json_t *rep, 
     json_decref(got);
 }
 
+/* Phase 5's choice of the final decode plan (plan_choice.h): the gate recomputed from the
+ * candidates' rounds, the shipped plan the one the report, the manifest and the choice name. */
+static void plan_rows(ts_eval_checks *k, const json_t *man, const json_t *rep) {
+    const json_t *pc = json_object_get(rep, "plan_choice"), *gates = json_object_get(rep, "gates");
+    int found;
+    gate_value(gates, "plan_deficit", &found);
+    if (!pc) {
+        if (found) ts_eval_note(k, TS_EVAL_FAIL, "phase5 records a plan_deficit gate but no plan_choice to derive it from");
+        return;
+    }
+    summary(k, "phase5", gates, "plan_deficit", ts_plan_deficit(pc), "plan_choice rounds");
+    const json_t *ch = json_array_get(json_object_get(pc, "candidates"), (size_t)json_integer_value(json_object_get(pc, "chosen")));
+    const json_t *target = json_object_get(man, "target");
+    const char *w = str(ch, "weights"), *t = str(ch, "tiles"), *mw = str(target, "weights");
+    if (strcmp(w, str(pc, "weights")) || strcmp(t, str(pc, "tiles")) || strcmp(w, str(rep, "weights")) ||
+        strcmp(t, str(rep, "tiles")) || strcmp(w, *mw ? mw : "mmap") ||
+        (!strcmp(t, "default")) == json_is_array(json_object_get(target, "tiles")))
+        ts_eval_note(k, TS_EVAL_FAIL, "phase5 plan_choice: the chosen candidate (weights %s, %s tiles) is not the plan "
+                     "phase5.json (weights %s, %s tiles) and the manifest (weights %s) ship", w, t, str(rep, "weights"),
+                     str(rep, "tiles"), *mw ? mw : "mmap");
+}
+
 void ts_eval_recorded_gates(ts_eval_checks *k, const json_t *man, const char *dir, json_t *reports[TS_N_PHASES]) {
     const json_t *gates = json_object_get(man, "gates");
     int fails0 = k->fails, rows = 0, all = 1, n = 0;
@@ -268,6 +291,7 @@ void ts_eval_recorded_gates(ts_eval_checks *k, const json_t *man, const char *di
             class_rows(k, phase, rep, "oracle_prompts");
         }
         if (p == 5) {
+            plan_rows(k, man, rep);
             perf_rows(k, phase, rep, "contexts", NULL, ts_eval_num(rep, "decode_tokens"), "decode_tok_s");
             lockstep_rows(k, phase, rep);
             class_rows(k, phase, rep, NULL);

@@ -44,6 +44,10 @@ static const ts_threshold k_table[] = {
     /* phase 5: phase 3's greedy lockstep runs with the final plan; timed rows as in phase 4 */
     {"phase5", "lockstep_violations", TS_GATE_LE, 0},
     {"phase5", "invalid_measurements", TS_GATE_LE, 0},
+    /* the shipped decode plan against every complete plan phase 5 measured beside it in
+     * alternating rounds (plan_choice.h): an alternative faster in all rounds but at most one
+     * may be faster by at most this share (median of the per-round ratios), the noise band */
+    {"phase5", "plan_deficit", TS_GATE_LE, 0.05},
     /* phase 6: the deployment directory runs and its report is complete (1 = yes) */
     {"phase6", "generation_runs", TS_GATE_GE, 1},
     {"phase6", "report_complete", TS_GATE_GE, 1},

@@ -52,7 +52,7 @@ static json_t *identity(const ts_model *m, ts_error *err, ts_status *s) {
     return id;
 }
 
-static json_t *target_json(int threads, const json_t *phase4) {
+static json_t *target_json(int threads, const json_t *phase4, const json_t *phase5) {
     const ts_cpu_features *f = ts_cpu_features_get();
     json_t *plan = json_array();
     for (int d = 0; d < 3; d++) {
@@ -60,18 +60,28 @@ static json_t *target_json(int threads, const json_t *phase4) {
         for (int i = 0; k_plan[d][i]; i++) json_array_append_new(g, json_string(k_plan[d][i]));
         json_array_append_new(plan, g);
     }
-    /* The weight placement phase 4's probe chose (mmap when phase 4 did not run). */
+    /* The weight placement phase 4's probe chose (mmap when phase 4 did not run), unless phase 5
+     * measured another complete plan faster (plan_choice.h): then its weights and tiles. */
     const json_t *pl = phase4 ? json_object_get(phase4, "placement") : NULL;
-    const char *w = json_string_value(json_object_get(pl, "weights"));
+    const json_t *pick = phase5 ? json_object_get(phase5, "plan_choice") : NULL;
+    const char *w = json_string_value(json_object_get(pick ? pick : pl, "weights"));
+    const char *tl = json_string_value(json_object_get(pick, "tiles"));
+    int default_tiles = tl && !strcmp(tl, "default");
     json_t *t = json_pack("{s:s, s:s, s:i, s:s, s:{s:b, s:b, s:b, s:b}, s:o, s:i, s:s, s:o, s:s}", "name", "cpu", "variant",
                           ts_cpu_variant_name(ts_cpu_best_variant()), "threads", threads, "cpu", f->brand, "features",
                           "avx2", f->avx2, "fma", f->fma, "avx512f", f->avx512f, "avx512bf16", f->avx512bf16,
                           "dispatch_plan", plan, "dispatches_per_layer", 3, "lm_head", "last position only in prefill",
-                          "tiles", phase4 && json_object_get(phase4, "tiles") ? json_deep_copy(json_object_get(phase4, "tiles"))
-                                                                              : json_string("defaults (phase 4 did not run)"),
+                          "tiles", default_tiles ? json_string("defaults (phase 5 measured them at least as fast)")
+                                   : phase4 && json_object_get(phase4, "tiles") ? json_deep_copy(json_object_get(phase4, "tiles"))
+                                                                                : json_string("defaults (phase 4 did not run)"),
                           "weights", w && !strcmp(w, "copy") ? "copy" : "mmap");
     if (pl) json_object_set_new(t, "weights_probe", json_deep_copy(pl));
+    const char *pwhy = json_string_value(json_object_get(pick, "why"));
+    if (pick)
+        json_object_set_new(t, "decode_plan", json_pack("{s:s, s:s, s:s}", "weights", w ? w : "mmap", "tiles", tl ? tl : "",
+                                                        "why", pwhy ? pwhy : ""));
     json_object_set_new(t, "prefill_kernel", json_string(ts_cpu_prefill_kernel_name(ts_cpu_best_variant())));
+    json_object_set_new(t, "decode_kernel", json_string(ts_cpu_decode_kernel_name(ts_cpu_best_variant())));
     return t;
 }
 
@@ -189,6 +199,23 @@ static void perf_md(FILE *f, const json_t *p4, const json_t *p5) {
         profile_md(f, "Where prefill time goes, final plan (per forward):", json_object_get(p4, "profile_final"));
         profile_md(f, "Where prefill time goes, unfused baseline (one dispatch per step):",
                    json_object_get(p4, "profile_baseline"));
+    }
+    const json_t *pc = p5 ? json_object_get(p5, "plan_choice") : NULL;
+    if (pc) {
+        fprintf(f, "\nFinal decode plan by measurement (%lld alternating rounds of %lld tokens after %lld): **%s**, %s.\n\n"
+                   "| plan | median tok/s | |\n|---|---|---|\n",
+                (long long)json_integer_value(json_object_get(pc, "rounds")),
+                (long long)json_integer_value(json_object_get(pc, "tokens_per_round")),
+                (long long)json_integer_value(json_object_get(pc, "context")),
+                str(json_array_get(json_object_get(pc, "candidates"), (size_t)json_integer_value(json_object_get(pc, "chosen"))), "plan"),
+                str(pc, "why"));
+        size_t i;
+        const json_t *r;
+        json_array_foreach(json_object_get(pc, "candidates"), i, r)
+            fprintf(f, "| %s | %.2f | %s |\n", str(r, "plan"), num(r, "median_tok_s"),
+                    (json_int_t)i == json_integer_value(json_object_get(pc, "chosen")) ? "shipped"
+                    : json_is_true(json_object_get(r, "phase4_plan"))                 ? "phase 4's plan"
+                                                                                       : "");
     }
     if (p5) {
         trajectory_md(f, p5, "decode_tok_s", "Decode");
@@ -308,7 +335,7 @@ ts_status ts_manifest_write(const ts_model *m, const char *out_dir, json_t *cons
     json_object_set_new(man, "tessera_version", json_string(ts_version()));
     json_object_set_new(man, "created", json_string(when));
     json_object_set_new(man, "model", identity(m, err, &s));
-    json_object_set_new(man, "target", target_json(threads, reports[4]));
+    json_object_set_new(man, "target", target_json(threads, reports[4], reports[5]));
     json_object_set_new(man, "thresholds", thresholds_json());
     int all = 1;
     json_t *not_compared = json_array();

@@ -84,6 +84,17 @@ static ts_status open_plan(const ts_model *m, const ts_measure_opts *o, int max_
     return s;
 }
 
+/* AnonHugePages of this process in MiB, or -1. */
+static double anon_huge_mb(void) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    double mb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "AnonHugePages:", 14)) mb = atof(line + 14) / 1024;
+    if (f) fclose(f);
+    return mb;
+}
+
 /* Fills the statistics from r->samples, which hold each trial's milliseconds on entry and
  * its tokens per second (tokens per trial / time) on return. */
 static void finish(ts_measurement *r, const ts_cpu *cp, int tokens, int profile_per, long dispatches) {
@@ -94,6 +105,7 @@ static void finish(ts_measurement *r, const ts_cpu *cp, int tokens, int profile_
     r->dpl = ts_cpu_dispatches_per_layer(cp);
     r->copied = ts_cpu_converted_bytes(cp);
     r->profile = profile_json(cp, profile_per);
+    r->anon_huge_mb = anon_huge_mb(); /* the session still holds its weights */
 }
 
 static ts_status begin(const ts_measure_opts *o, ts_measurement *r, ts_error *err) {

@@ -40,6 +40,8 @@ typedef struct ts_measurement {
     double dispatches_per_run; /* parallel regions counted per warm forward (prefill) or token (decode) */
     size_t copied;             /* bytes of weights copied or converted at load */
     json_t *profile;           /* where the warm time goes, per dispatch (caller decrefs) */
+    double anon_huge_mb;       /* this process's anonymous memory in huge pages while the session
+                                * lived (copied weights in THP; -1 where not readable) */
 } ts_measurement;
 
 /* Warm prefill of P tokens. Threads, trials, P, C and D must be >= 1 (TS_ERR_ARG). */

@@ -61,6 +61,12 @@ ts_status ts_perf_trajectory(const ts_model *m, const ts_perf_opts *o, int phase
     for (int i = 0; i < n && !s; i++) {
         unsigned d = steps[i].tuned ? ts_placement_mask(copy) : steps[i].disable;
         const char *name = steps[i].tuned && copy ? steps[i].name_copy : steps[i].name;
+        char pick[160];
+        if (phase == 5 && steps[i].tuned) { /* phase 5's pick by measurement (plan_choice.h) */
+            snprintf(pick, sizeof pick, "+ phase-5 pick: %s tiles, weights %s", tiles ? "phase-4 autotuned" : "default",
+                     copy ? "copied to huge pages" : "from the mmap");
+            name = pick;
+        }
         if (!fits) d &= ~(unsigned)TS_OPT_ZERO_COPY;
         ts_measurement r;
         ts_measure_opts mo = {.threads = o->threads, .trials = o->trials, .disable = d,

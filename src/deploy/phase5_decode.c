@@ -9,6 +9,7 @@
 #include "deploy/gates.h"
 #include "deploy/phases.h"
 #include "deploy/placement.h"
+#include "deploy/plan_choice.h"
 #include "deploy/tiles.h"
 
 /* Greedy lockstep of the final plan against the oracle: the phase-3 rule at the first
@@ -80,6 +81,16 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
         copy = 0;
         if (out) fprintf(out, "  phase 4 chose copied weights, but a copy no longer fits in 70%% of RAM: the mmap\n");
     }
+    /* The final plan by measurement: phase 4's unless another complete plan is faster beyond the
+     * noise band; everything below (trajectory's last row, contexts, lockstep) runs the pick. */
+    json_t *choice = NULL;
+    int tuned = 0, forced = 0;
+    if (phase4) {
+        const char *why = json_string_value(json_object_get(json_object_get(phase4, "placement"), "why"));
+        forced = why && strstr(why, "--weights") != NULL;
+    }
+    if (!s) s = ts_plan_choose(m, o, tiles, copy, forced, C0, &choice, &copy, &tuned, err);
+    if (!s && !tuned) tiles = NULL;
     int invalid = 0; /* timed rows whose numbers cannot be data (ts_measurement_valid) */
     if (!s) s = ts_perf_trajectory(m, o, 5, tiles, copy, C0, rows, &base_prof, &final_prof, &fin, &invalid, err);
     /* Peaks of this machine now, for the bandwidth fraction. */
@@ -127,15 +138,18 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
         }
         json_array_append_new(gates, ts_gate_row("phase5", "lockstep_violations", viol, out, &pass));
         json_array_append_new(gates, ts_gate_row("phase5", "invalid_measurements", invalid, out, &pass));
+        json_array_append_new(gates, ts_gate_row("phase5", "plan_deficit", ts_plan_deficit(choice), out, &pass));
     }
     ts_measurement_free(&fin);
     if (s) {
         json_decref(rep), json_decref(rows), json_decref(ctxs), json_decref(gates), json_decref(lock);
-        json_decref(base_prof), json_decref(final_prof), json_decref(source);
+        json_decref(base_prof), json_decref(final_prof), json_decref(source), json_decref(choice);
         return s;
     }
     json_object_set_new(rep, "context", json_integer(C0));
     json_object_set_new(rep, "weights", json_string(copy ? "copy" : "mmap"));
+    json_object_set_new(rep, "tiles", json_string(tuned ? "tuned" : "default"));
+    json_object_set_new(rep, "plan_choice", choice);
     json_object_set_new(rep, "decode_tokens", json_integer(D));
     json_object_set_new(rep, "trials", json_integer(o->trials));
     json_object_set_new(rep, "threads", json_integer(o->threads));

@@ -65,6 +65,7 @@ typedef struct ts_perf_opts {
     int weights;                  /* phase 4's placement: -1 probe, 0 mmap, 1 copy (--weights) */
     const ts_cpu_fault *fault;
     const ts_prompt_set *prompts; /* the oracle checks' prompts; NULL: the phase opens the model's own */
+    int debug_slow_plan;          /* tests: 0 none, k: phase 5 candidate plan k - 1 slowed down (plan_choice.h) */
 } ts_perf_opts;
 
 /* Defaults: 5 trials, trajectory at 128 tokens, TTFT at 128 and 512, decode contexts 128 and

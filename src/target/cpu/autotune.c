@@ -162,3 +162,5 @@ ts_status ts_cpu_tiles_set(ts_cpu *c, const ts_cpu_tile_rec *in, int n, ts_error
     }
     return TS_OK;
 }
+
+void ts_cpu_tiles_clear(ts_cpu *c) { c->n_tiles = 0; }

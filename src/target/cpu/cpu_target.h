@@ -105,10 +105,14 @@ typedef struct ts_cpu_tile_rec {
 } ts_cpu_tile_rec;
 int ts_cpu_tiles_get(const ts_cpu *c, ts_cpu_tile_rec *out, int max);
 ts_status ts_cpu_tiles_set(ts_cpu *c, const ts_cpu_tile_rec *in, int n, ts_error *err);
+/* Back to the default tiles (phase 5 times a plan with and without the tuned ones). */
+void ts_cpu_tiles_clear(ts_cpu *c);
 /* Dispatches per layer of this session's plan. */
 int ts_cpu_dispatches_per_layer(const ts_cpu *c);
 /* What the variant's prefill kernel computes with, for manifests and reports. */
 const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
+/* The decode GEMV this variant runs on this core (the avx512bf16 one is chosen per core). */
+const char *ts_cpu_decode_kernel_name(ts_cpu_variant v);
 /* Rows per prefill chunk: a P-token prompt runs its GEMMs and attention on pieces of at most
  * this many rows (phase 1 checks those shapes). */
 #define TS_CPU_PREFILL_CHUNK 256

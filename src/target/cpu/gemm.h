@@ -60,6 +60,16 @@ void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const u
  * f32 overrides (side-by-side measurements, tests of both). */
 int ts_cpu_avx512_prefill_f32(void);
 
+/* The two avx512bf16 decode GEMVs (S == 1; xp packed, K % 16 == 0), which both prefill
+ * entry points above run for one row: _bf16x3 multiplies x split into three BF16 parts with
+ * vdpbf16ps (nr W rows at a time: 1, 2 or 4), _f32 widens W to FP32 and uses vfmadd231ps zmm
+ * (gemv_avx512.c). ts_cpu_avx512_decode_f32 says which one this core runs, chosen once per
+ * process by timing both on an L2-resident matrix (1 = _f32, kept unless _bf16x3 is at least
+ * 1.1x faster); TESSERA_AVX512_DECODE=bf16|f32 overrides. */
+void ts_cpu_gemv_bf16x3_avx512(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1, int nr);
+void ts_cpu_gemv_f32_avx512(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1);
+int ts_cpu_avx512_decode_f32(void);
+
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v);
 
 /* ---- Quantized weights (Q8_0, Q4_0) used in place: W (N, K) is N rows of K / 32 GGUF blocks

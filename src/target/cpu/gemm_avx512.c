@@ -128,7 +128,7 @@ static void gemv_4(float *y, const uint16_t *x, int kp, const uint16_t *w, int K
 
 #define GEMV_STACK_K 16384
 
-static void gemv(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1, int nr) {
+void ts_cpu_gemv_bf16x3_avx512(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1, int nr) {
     uint16_t sx[3 * GEMV_STACK_K] __attribute__((aligned(64)));
     int kp = (K + 31) & ~31;
     uint16_t *x = sx, *heap = NULL;
@@ -410,17 +410,23 @@ static void gemm_panels(const panel_ops *o, float *y, int ldy, const float *xp, 
     free(xb);
 }
 
+/* Decode: the GEMV this core runs faster (gemv_avx512.c). */
+static void decode_gemv(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1, int nr) {
+    if (ts_cpu_avx512_decode_f32()) ts_cpu_gemv_f32_avx512(y, xp, W, K, n0, n1);
+    else ts_cpu_gemv_bf16x3_avx512(y, xp, W, K, n0, n1, nr);
+}
+
 void ts_cpu_gemm_bf16_avx512_dp(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
                                 int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
-    if (S == 1) gemv(y, xp, W, K, n0, n1, t.nr);
+    if (S == 1) decode_gemv(y, xp, W, K, n0, n1, t.nr);
     else gemm_panels(&k_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
                             int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
-    if (S == 1) gemv(y, xp, W, K, n0, n1, t.nr);
+    if (S == 1) decode_gemv(y, xp, W, K, n0, n1, t.nr);
     else gemm_panels(&k_f32, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 

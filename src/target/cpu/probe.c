@@ -1,10 +1,14 @@
 /* Peak probes run on the engine's own thread pool: FMA throughput (the instruction the GEMM
- * kernels use) and streaming read bandwidth over a buffer far larger than the caches. */
+ * kernels use) and read bandwidth over buffers far larger than the caches, by every pattern
+ * and page size a decode reads its weights with (probe.h), the best of them being the peak. */
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE, MAP_ANONYMOUS */
 #include "target/cpu/probe.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/mman.h>
 #include <time.h>
 #include "core/clock.h"
 #include "target/cpu/gemm.h"
@@ -15,6 +19,10 @@ typedef struct probe_ctx {
     long iters;
     const uint8_t *buf;
     size_t bytes;
+    int gemv;          /* read_job: the decode GEMV over buf instead of a plain load stream */
+    ts_gemm_fn gemm;   /* the variant's GEMM, whose S = 1 path is its decode GEMV */
+    const float *xp;   /* packed activations, GEMV_K */
+    float *y;          /* one output per GEMV row */
     double flops[256];
     double sink[256];
 } probe_ctx;
@@ -34,10 +42,19 @@ static void fma_job(void *p, int ith, int nth) {
                                                : fma_scalar(c->iters);
 }
 
+#define GEMV_K 2048 /* the read buffer seen as (rows, 2048) BF16 weights: a seed model's hidden size */
+
 static void read_job(void *p, int ith, int nth) {
     probe_ctx *c = p;
+    if (c->gemv) { /* rows split over threads as the cpu target splits a GEMM's columns */
+        int rows = (int)(c->bytes / (2 * GEMV_K)), n0 = (int)((long)rows * ith / nth), n1 = (int)((long)rows * (ith + 1) / nth);
+        c->gemm(c->y, rows, c->xp, GEMV_K, (const uint16_t *)c->buf, GEMV_K, 1, n0, n1, ts_cpu_gemm_default_tile(1, rows, GEMV_K));
+        c->sink[ith] = c->y[n0];
+        return;
+    }
     size_t per = (c->bytes / (size_t)nth) & ~(size_t)127, off = per * (size_t)ith;
-    if (c->v >= TS_CPU_AVX2) c->sink[ith] = ts_probe_read_avx2(c->buf + off, per);
+    if (c->v >= TS_CPU_AVX512BF16) c->sink[ith] = ts_probe_read_avx512(c->buf + off, per);
+    else if (c->v >= TS_CPU_AVX2) c->sink[ith] = ts_probe_read_avx2(c->buf + off, per);
     else {
         const uint64_t *q = (const uint64_t *)(c->buf + off);
         uint64_t s = 0;
@@ -46,10 +63,42 @@ static void read_job(void *p, int ith, int nth) {
     }
 }
 
+/* A "Key:   N kB" line of /proc/self/smaps_rollup, or -1. */
+static long rollup_kb(const char *key) {
+    FILE *f = fopen("/proc/self/smaps_rollup", "r");
+    char line[256];
+    long kb = -1;
+    size_t n = strlen(key);
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n)) kb = atol(line + n);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* bytes of anonymous memory aligned to 2 MiB, advised huge or not, every page faulted in. */
+static uint8_t *probe_buffer(size_t bytes, int huge, void **base, size_t *mapped) {
+    size_t align = (size_t)2 << 20;
+    *mapped = bytes + align;
+    void *m = mmap(NULL, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return *base = NULL, NULL;
+    *base = m;
+    uint8_t *b = (uint8_t *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
+#ifdef MADV_HUGEPAGE
+    madvise(b, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+#else
+    (void)huge;
+#endif
+    memset(b, 0x3c, bytes); /* BF16 0x3c3c, about 0.0115: finite products for the GEMV pattern */
+    return b;
+}
+
 void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) {
     probe_ctx *c = calloc(1, sizeof *c);
     int nth = ts_pool_size(pool);
     out->flops_gflops = out->read_gbs = 0;
+    out->read_stream_4k_gbs = out->read_stream_2m_gbs = out->read_gemv_4k_gbs = out->read_gemv_2m_gbs = 0;
+    out->read_best = "none";
+    out->huge_share = 0;
     /* the instruction the prefill GEMM of this variant uses on this core (gemm.h) */
     int f32 = v >= TS_CPU_AVX512BF16 && ts_cpu_avx512_prefill_f32();
     out->flops_instr = v >= TS_CPU_AVX512BF16 ? (f32 ? "vfmadd231ps zmm (FP32 FMA)" : "vdpbf16ps zmm (BF16 pairs, FP32 accumulate)")
@@ -66,19 +115,56 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
         for (int i = 0; i < nth; i++) f += c->flops[i];
         if (f / dt / 1e9 > out->flops_gflops) out->flops_gflops = f / dt / 1e9;
     }
-    c->bytes = (size_t)1 << 30;
-    uint8_t *buf = aligned_alloc(64, c->bytes);
-    if (buf) {
-        memset(buf, 1, c->bytes); /* fault every page in before timing */
-        c->buf = buf;
-        for (int t = 0; t < trials; t++) {
-            double a = ts_now_s();
-            ts_pool_run(pool, read_job, c);
-            double dt = ts_now_s() - a;
-            size_t done = ((c->bytes / (size_t)nth) & ~(size_t)127) * (size_t)nth;
-            if (done / dt / 1e9 > out->read_gbs) out->read_gbs = (double)done / dt / 1e9;
-        }
-        free(buf);
+    /* Read peak: two 512 MiB buffers (far beyond any L3), 4 KiB and 2 MiB pages, each read
+     * by a plain stream and by the decode GEMV, alternating, best of the trials. */
+    c->bytes = (size_t)512 << 20;
+    c->gemm = ts_cpu_gemm_for(v);
+    float *xp = aligned_alloc(64, sizeof(float) * GEMV_K);
+    c->y = malloc(sizeof(float) * (c->bytes / (2 * GEMV_K)));
+    void *base[2] = {NULL, NULL};
+    size_t mapped[2] = {0, 0};
+    long huge0 = rollup_kb("AnonHugePages:");
+    uint8_t *buf[2] = {probe_buffer(c->bytes, 0, &base[0], &mapped[0]), NULL};
+    buf[1] = probe_buffer(c->bytes, 1, &base[1], &mapped[1]);
+    long huge1 = rollup_kb("AnonHugePages:");
+    out->huge_share = huge0 >= 0 && huge1 >= 0 ? (double)(huge1 - huge0) * 1024 / (double)c->bytes : 0;
+    if (out->huge_share > 1) out->huge_share = 1;
+    if (out->huge_share < 0) out->huge_share = 0;
+    double *res[4] = {&out->read_stream_4k_gbs, &out->read_gemv_4k_gbs, &out->read_stream_2m_gbs, &out->read_gemv_2m_gbs};
+    static const char *names[4] = {"load stream, 4 KiB pages", "decode GEMV, 4 KiB pages", "load stream, 2 MiB pages",
+                                   "decode GEMV, 2 MiB pages"};
+    if (xp && c->y) {
+        for (int k = 0; k < GEMV_K; k++) xp[k] = (float)(k % 7) * 0.125f - 0.375f;
+        c->xp = xp;
+        for (int t = 0; t < trials; t++)
+            for (int q = 0; q < 4; q++) {
+                if (!buf[q / 2]) continue;
+                c->buf = buf[q / 2];
+                c->gemv = q & 1;
+                double a = ts_now_s();
+                ts_pool_run(pool, read_job, c);
+                double dt = ts_now_s() - a;
+                /* the bytes the pattern read: the stream's per-thread shares, or every GEMV row */
+                size_t done = c->gemv ? c->bytes / (2 * GEMV_K) * (2 * GEMV_K)
+                                      : ((c->bytes / (size_t)nth) & ~(size_t)127) * (size_t)nth;
+                if (done / dt / 1e9 > *res[q]) *res[q] = (double)done / dt / 1e9;
+            }
     }
+    out->read_best = names[0];
+    for (int q = 0; q < 4; q++)
+        if (*res[q] > out->read_gbs) out->read_gbs = *res[q], out->read_best = names[q];
+    for (int h = 0; h < 2; h++)
+        if (base[h]) munmap(base[h], mapped[h]);
+    free(xp), free(c->y);
     free(c);
+}
+
+void ts_peaks_max(ts_peaks *acc, const ts_peaks *p) {
+    if (p->flops_gflops > acc->flops_gflops) acc->flops_gflops = p->flops_gflops, acc->flops_instr = p->flops_instr;
+    if (p->read_gbs > acc->read_gbs) acc->read_gbs = p->read_gbs, acc->read_best = p->read_best;
+    if (p->read_stream_4k_gbs > acc->read_stream_4k_gbs) acc->read_stream_4k_gbs = p->read_stream_4k_gbs;
+    if (p->read_stream_2m_gbs > acc->read_stream_2m_gbs) acc->read_stream_2m_gbs = p->read_stream_2m_gbs;
+    if (p->read_gemv_4k_gbs > acc->read_gemv_4k_gbs) acc->read_gemv_4k_gbs = p->read_gemv_4k_gbs;
+    if (p->read_gemv_2m_gbs > acc->read_gemv_2m_gbs) acc->read_gemv_2m_gbs = p->read_gemv_2m_gbs;
+    if (p->huge_share > acc->huge_share) acc->huge_share = p->huge_share;
 }

@@ -8,16 +8,28 @@
 typedef struct ts_peaks {
     double flops_gflops;    /* multiply-add throughput of the instruction the GEMM uses */
     const char *flops_instr; /* its name */
-    double read_gbs;        /* streaming read bandwidth */
+    double read_gbs;        /* streaming read bandwidth: the best of the patterns below */
+    /* Each read pattern (all pool threads, each a contiguous share, best of the trials), over
+     * 4 KiB pages (as a mapped weight file is read) and over 2 MiB transparent huge pages (as
+     * copied weights are, where the kernel grants them): a plain load stream, and the decode
+     * GEMV this variant runs (its loads, prefetches and arithmetic) over the buffer as a
+     * (rows, 2048) BF16 matrix. No decode can read its weights faster than the best of them. */
+    double read_stream_4k_gbs, read_stream_2m_gbs, read_gemv_4k_gbs, read_gemv_2m_gbs;
+    const char *read_best;  /* which of the four read_gbs is */
+    double huge_share;      /* share of the 2 MiB buffer the kernel backed with huge pages */
 } ts_peaks;
 
 /* Runs both probes on every pool thread (best of `trials`). */
 void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out);
+/* acc <- the better of acc and p, figure by figure: a peak probed at several moments of a run
+ * (a shared host's memory bandwidth moves by 2x within seconds) is the best of them. */
+void ts_peaks_max(ts_peaks *acc, const ts_peaks *p);
 
 /* Per-thread kernels (exposed for the variant files). */
 double ts_probe_fma_avx2(long iters); /* returns flops done */
 double ts_probe_dpbf16_avx512(long iters); /* returns flops done */
 double ts_probe_fma_avx512(long iters);   /* returns flops done */
 double ts_probe_read_avx2(const void *buf, size_t bytes); /* returns a checksum */
+double ts_probe_read_avx512(const void *buf, size_t bytes); /* zmm loads, prefetch as the GEMV */
 
 #endif

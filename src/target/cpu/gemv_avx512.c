@@ -1,0 +1,134 @@
+/* AVX-512 decode GEMV with FP32 activations: y (n0..n1) = x W^T for one row x, W (N, K) BF16
+ * row-major used in place. Each 64-byte chunk of W (32 BF16 = 16 pairs) becomes two FP32
+ * vectors with one shift and one mask (the even and the odd weights) and meets x with two
+ * vfmadd231ps zmm: the products are exact, as in the AVX2 GEMV and the oracle.
+ *
+ * Why a second AVX-512 GEMV: the vdpbf16ps one (gemm_avx512.c) splits x into three BF16 parts
+ * to stay as accurate, i.e. three vdpbf16ps per 64 bytes of W, two of them chained on one
+ * accumulator. On Zen 4 (vdpbf16ps zmm: 6 cycles latency, one per cycle) that chain caps a
+ * one-row stream at about 10 bytes per cycle, below what a core pulls from DRAM, and decode
+ * ran slower than with the AVX2 kernel (docs/performance.md). Here a 128-byte step is four
+ * FMAs on four independent accumulators. ts_cpu_avx512_decode_f32 picks one of the two per
+ * core by timing both once per process. */
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "target/cpu/gemm.h"
+
+#ifndef TS_GEMV512_PREFETCH
+#define TS_GEMV512_PREFETCH 2048 /* bytes ahead in the W stream */
+#endif
+#define GEMV_STACK_K 16384
+
+/* x32 <- packed x (16-blocks: 8 even, 8 odd) regrouped in 32-blocks of 16 even then 16 odd
+ * floats, matching a 64-byte W chunk; a final lone 16-block fills half of its 32-block, the
+ * rest zero. Returns the padded length (a multiple of 32). */
+static int x_regroup(float *x32, const float *xp, int K) {
+    int K32 = (K + 31) & ~31;
+    for (int b = 0; b < K32; b += 32) {
+        __m256 e0 = _mm256_loadu_ps(xp + b), o0 = _mm256_loadu_ps(xp + b + 8);
+        __m256 e1 = _mm256_setzero_ps(), o1 = e1;
+        if (b + 16 < K) e1 = _mm256_loadu_ps(xp + b + 16), o1 = _mm256_loadu_ps(xp + b + 24);
+        _mm512_store_ps(x32 + b, _mm512_insertf32x8(_mm512_castps256_ps512(e0), e1, 1));
+        _mm512_store_ps(x32 + b + 16, _mm512_insertf32x8(_mm512_castps256_ps512(o0), o1, 1));
+    }
+    return K32;
+}
+
+static inline __m512 even_f32(__m512i w) { return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)); }
+static inline __m512 odd_f32(__m512i w) {
+    return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+/* One W row against x32: four accumulators over 64-position steps, a masked tail. */
+static inline float row_dot(const float *x32, const uint16_t *w, int K) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int b = 0;
+    for (; b + 64 <= K; b += 64) {
+        _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH, _MM_HINT_T0); /* both lines of the 128 B */
+        _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH + 64, _MM_HINT_T0);
+        __m512i w0 = _mm512_loadu_si512(w + b), w1 = _mm512_loadu_si512(w + b + 32);
+        a0 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b), even_f32(w0), a0);
+        a1 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b + 16), odd_f32(w0), a1);
+        a2 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b + 32), even_f32(w1), a2);
+        a3 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b + 48), odd_f32(w1), a3);
+    }
+    for (; b < K; b += 32) { /* 32 or 16 positions left (K % 16 == 0); x32 is zero past K */
+        __m512i w0 = _mm512_maskz_loadu_epi16(K - b >= 32 ? 0xffffffffu : 0xffffu, w + b);
+        a0 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b), even_f32(w0), a0);
+        a1 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b + 16), odd_f32(w0), a1);
+    }
+    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
+
+void ts_cpu_gemv_f32_avx512(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1) {
+    float sx[GEMV_STACK_K] __attribute__((aligned(64)));
+    float *x32 = sx, *heap = NULL;
+    if (K > GEMV_STACK_K) { /* longer rows than any seed model: one allocation per call */
+        heap = aligned_alloc(64, sizeof(float) * (size_t)((K + 31) & ~31));
+        if (!heap) {
+            ts_cpu_gemm_bf16_scalar(y, 1, xp, K, W, K, 1, n0, n1, (ts_gemm_tile){1, 1, 1});
+            return;
+        }
+        x32 = heap;
+    }
+    x_regroup(x32, xp, K);
+    for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K);
+    free(heap);
+}
+
+/* ---- Which decode GEMV this core runs faster ---- */
+
+static int g_decode_f32;
+
+/* Seconds per call of one GEMV kernel over a matrix that stays in L2 (best of `reps`). */
+static double time_gemv(int f32, float *y, const float *xp, const uint16_t *W, int K, int N, int reps) {
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        if (f32) ts_cpu_gemv_f32_avx512(y, xp, W, K, 0, N);
+        else ts_cpu_gemv_bf16x3_avx512(y, xp, W, K, 0, N, 1);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        double t = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static void choose_decode(void) {
+    const char *e = getenv("TESSERA_AVX512_DECODE");
+    if (e && (!strcmp(e, "bf16") || !strcmp(e, "f32"))) {
+        g_decode_f32 = !strcmp(e, "f32");
+        return;
+    }
+    /* 64 rows of 2048: 256 KiB of W, within L2 on every AVX-512 core, so the timing is the
+     * kernel's own issue rate per byte, not DRAM (which both kernels share). The kernel that
+     * digests W faster leaves more room to a DRAM stream; the FP32 one is also the more
+     * accurate, so it is kept unless the vdpbf16ps one is at least 1.1x faster. */
+    enum { N = 64, K = 2048 };
+    uint16_t *W = aligned_alloc(64, sizeof(uint16_t) * N * K);
+    float *xp = aligned_alloc(64, sizeof(float) * K), *y = aligned_alloc(64, sizeof(float) * N);
+    g_decode_f32 = 1;
+    if (W && xp && y) {
+        for (int i = 0; i < N * K; i++) W[i] = (uint16_t)(0x3c00 + (i * 2654435761u >> 22) % 0x400);
+        for (int k = 0; k < K; k++) xp[k] = (float)(k % 13) / 13.0f - 0.5f;
+        double t_f32 = 1e30, t_dp = 1e30;
+        for (int r = 0; r < 3; r++) { /* alternating, best of each */
+            double a = time_gemv(1, y, xp, W, K, N, 3), b = time_gemv(0, y, xp, W, K, N, 3);
+            if (a < t_f32) t_f32 = a;
+            if (b < t_dp) t_dp = b;
+        }
+        g_decode_f32 = t_dp * 1.1 <= t_f32 ? 0 : 1;
+    }
+    free(W), free(xp), free(y);
+}
+
+int ts_cpu_avx512_decode_f32(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_decode);
+    return g_decode_f32;
+}
