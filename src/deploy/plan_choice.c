@@ -73,7 +73,10 @@ double ts_plan_deficit(const json_t *rep) {
         int wins;
         double med;
         versus(rate[k], rate[chosen], rounds, &wins, &med);
-        if (wins >= rounds - 1 && med - 1 > worst) worst = med - 1;
+        /* the choice's own rule (beats() and a higher median): the gate fails only a shipped
+         * plan the choice should have left, never a pick among plans the noise cannot tell apart */
+        if (wins >= rounds - 1 && median(rate[k], rounds) > median(rate[chosen], rounds) && med - 1 > worst)
+            worst = med - 1;
     }
     return worst;
 }
