@@ -29,7 +29,7 @@ double ts_probe_read_avx2(const void *buf, size_t bytes) {
         s3 = _mm256_add_epi64(s3, _mm256_load_si256(p + i + 3));
     }
     s0 = _mm256_add_epi64(_mm256_add_epi64(s0, s1), _mm256_add_epi64(s2, s3));
-    long long out[4];
+    unsigned long long out[4]; /* unsigned: the sum of arbitrary bytes wraps instead of being UB */
     _mm256_storeu_si256((__m256i *)out, s0);
-    return (double)(out[0] + out[1] + out[2] + out[3]);
+    return (double)((out[0] + out[1] + out[2] + out[3]) & 0xffff);
 }

@@ -36,8 +36,9 @@ double ts_probe_read_avx512(const void *buf, size_t bytes) {
     for (; p < e; p += 128) {
         _mm_prefetch(p + 2048, _MM_HINT_T0);
         _mm_prefetch(p + 2048 + 64, _MM_HINT_T0);
-        s0 = _mm512_add_epi64(s0, _mm512_load_si512(p));
-        s1 = _mm512_add_epi64(s1, _mm512_load_si512(p + 64));
+        /* xor, not add: the sum of arbitrary bytes as int64 overflows (UB in the reduction) */
+        s0 = _mm512_xor_si512(s0, _mm512_load_si512(p));
+        s1 = _mm512_xor_si512(s1, _mm512_load_si512(p + 64));
     }
-    return (double)_mm512_reduce_add_epi64(_mm512_add_epi64(s0, s1));
+    return (double)(_mm512_reduce_or_epi64(_mm512_xor_si512(s0, s1)) & 0xffff);
 }
