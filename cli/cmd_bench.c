@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "core/procfs.h"
 #include "core/clock.h"
 #include "core/pool.h"
 #include "deploy/gates.h"
@@ -26,17 +27,6 @@ static const char *k_usage =
     "instead of reading them in place from the mmap. --quant quantizes BF16/F16/F32 weight\n"
     "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them).";
 
-/* A "Key:   N kB" line of a /proc/self file, or -1. */
-static long proc_kb(const char *file, const char *key) {
-    FILE *f = fopen(file, "r");
-    char line[256];
-    long kb = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n)) kb = atol(line + n);
-    if (f) fclose(f);
-    return kb;
-}
 
 #define MAX_SIZES 8
 
@@ -119,7 +109,7 @@ int cmd_bench(int argc, char **argv) {
     if (cr) fputs("5", cr), fclose(cr);
     for (int k = 0; k < n_sizes && !s; k++) s = ts_measure_prefill(m, &mo, sizes[k], &pf[k], &err);
     if (!s) s = ts_measure_decode(m, &mo, (int)decode_ctx, (int)gen, &dec, &err);
-    double rss_mb = proc_kb("/proc/self/status", "VmHWM:") / 1024.0; /* before the probes' 1 GiB buffer */
+    double rss_mb = ts_proc_kb("/proc/self/status", "VmHWM:") / 1024.0; /* before the probes' 1 GiB buffer */
     double huge_mb = dec.anon_huge_mb; /* copied weights in THP, read while the decode session held them */
     ts_peaks pk;
     if (!s) s = ts_measure_peaks(m, nth, 8, &pk, &err);

@@ -8,6 +8,7 @@
 
 #include "core/clock.h"
 #include "core/error.h"
+#include "core/procfs.h"
 #include "core/metrics.h"
 #include "deploy/gates.h"
 #include "deploy/phases.h"
@@ -86,13 +87,8 @@ static ts_status open_plan(const ts_model *m, const ts_measure_opts *o, int max_
 
 /* AnonHugePages of this process in MiB, or -1. */
 static double anon_huge_mb(void) {
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    char line[256];
-    double mb = -1;
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, "AnonHugePages:", 14)) mb = atof(line + 14) / 1024;
-    if (f) fclose(f);
-    return mb;
+    long kb = ts_proc_kb("/proc/self/smaps_rollup", "AnonHugePages:");
+    return kb < 0 ? -1 : (double)kb / 1024;
 }
 
 /* Fills the statistics from r->samples, which hold each trial's milliseconds on entry and

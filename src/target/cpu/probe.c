@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <time.h>
+
 #include "core/clock.h"
+#include "core/procfs.h"
 #include "target/cpu/gemm.h"
 
 typedef struct probe_ctx {
@@ -63,18 +65,6 @@ static void read_job(void *p, int ith, int nth) {
     }
 }
 
-/* A "Key:   N kB" line of /proc/self/smaps_rollup, or -1. */
-static long rollup_kb(const char *key) {
-    FILE *f = fopen("/proc/self/smaps_rollup", "r");
-    char line[256];
-    long kb = -1;
-    size_t n = strlen(key);
-    while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n)) kb = atol(line + n);
-    if (f) fclose(f);
-    return kb;
-}
-
 /* bytes of anonymous memory aligned to 2 MiB, advised huge or not, every page faulted in. */
 static uint8_t *probe_buffer(size_t bytes, int huge, void **base, size_t *mapped) {
     size_t align = (size_t)2 << 20;
@@ -123,10 +113,10 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
     c->y = malloc(sizeof(float) * (c->bytes / (2 * GEMV_K)));
     void *base[2] = {NULL, NULL};
     size_t mapped[2] = {0, 0};
-    long huge0 = rollup_kb("AnonHugePages:");
+    long huge0 = ts_proc_kb("/proc/self/smaps_rollup", "AnonHugePages:");
     uint8_t *buf[2] = {probe_buffer(c->bytes, 0, &base[0], &mapped[0]), NULL};
     buf[1] = probe_buffer(c->bytes, 1, &base[1], &mapped[1]);
-    long huge1 = rollup_kb("AnonHugePages:");
+    long huge1 = ts_proc_kb("/proc/self/smaps_rollup", "AnonHugePages:");
     out->huge_share = huge0 >= 0 && huge1 >= 0 ? (double)(huge1 - huge0) * 1024 / (double)c->bytes : 0;
     if (out->huge_share > 1) out->huge_share = 1;
     if (out->huge_share < 0) out->huge_share = 0;
