@@ -1089,11 +1089,6 @@ int jb_str_method(jctx *c, jv self, const char *name, const jargs *a, jv *out) {
             if (sub(c, s, 0, r ? s->len : 0, &parts[0]) < 0 || sub(c, s, 0, 0, &parts[1]) < 0 ||
                 sub(c, s, r ? s->len : 0, s->len, &parts[2]) < 0)
                 return -1;
-            if (!r) {
-                jv t = parts[0];
-                parts[0] = parts[2];
-                parts[2] = t;
-            }
         } else {
             size_t at = (size_t)(p - s->s);
             parts[1] = v[0];
