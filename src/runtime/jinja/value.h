@@ -50,6 +50,10 @@ typedef struct jdict {
     size_t n, cap;
     struct jv *keys;
     struct jv *vals;
+    /* Open-addressing index (entry + 1, 0 = empty) built once n > 16, so that a hostile
+     * template's big dict is not quadratic to fill; NULL while the dict is small. */
+    uint32_t *hidx;
+    size_t hcap;
 } jdict;
 
 typedef struct jbound {
@@ -163,6 +167,18 @@ int jv_from_json(jctx *c, const json_t *j, jv *out);
 size_t jutf8_count(const char *s, size_t n);
 /* Byte offset of code point index cp in s (cp <= nchars). */
 size_t jutf8_offset(const jstr *s, size_t cp);
+/* Byte length of the longest valid UTF-8 prefix of s (== n when all of it is valid). */
+size_t jutf8_valid(const char *s, size_t n);
+/* The code point at s[*i] (valid UTF-8, *i < n) and *i moved past it. */
+uint32_t jutf8_next(const char *s, size_t *i);
+/* Writes cp as UTF-8 into out (room for 4); returns the byte count. */
+int jutf8_put(char *out, uint32_t cp);
+/* jv_str for bytes already known to be valid UTF-8 (built from valid pieces): no check. */
+int jv_str_trusted(jctx *c, const char *s, size_t n, jv *out);
+/* Python's repr of a float ("1.0", "1e-05", "inf"); buf needs 32 bytes; returns the length. */
+int jv_float_repr(double f, char *buf);
+/* The message of an error about using an undefined value (its hint, or a generic one). */
+int jv_undef_fail(jctx *c, jv v);
 
 /* ---- builtins (builtins.c) ------------------------------------------------------------------
  * Arguments of a call: positional then keyword, as written in the template. */

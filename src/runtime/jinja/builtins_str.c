@@ -1,0 +1,1113 @@
+/* Builtins of the Jinja interpreter, part 2: Python's str — its methods ("a,b".split(","),
+ * s.startswith(...), "{}".format(x)), the operations string filters share (case mapping with
+ * Unicode tables from utf8proc, strip, replace, splitlines) and printf-style `%` formatting.
+ * Indexes are in code points as in Python; nothing depends on the C locale. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <utf8proc.h>
+
+#include "runtime/jinja/builtins_impl.h"
+
+/* ---- code points --------------------------------------------------------------------------- */
+
+const char *jb_find(const char *hay, size_t hn, const char *needle, size_t nn) {
+    if (nn == 0) return hay;
+    if (nn > hn) return NULL;
+    const char *end = hay + (hn - nn) + 1;
+    for (const char *p = hay; p < end; p++) {
+        p = memchr(p, needle[0], (size_t)(end - p));
+        if (!p) return NULL;
+        if (!memcmp(p, needle, nn)) return p;
+    }
+    return NULL;
+}
+
+/* Last occurrence within hay. */
+static const char *rfind_bytes(const char *hay, size_t hn, const char *needle, size_t nn) {
+    if (nn > hn) return NULL;
+    for (size_t i = hn - nn + 1; i-- > 0;)
+        if (!memcmp(hay + i, needle, nn)) return hay + i;
+    return NULL;
+}
+
+int jb_decode(jctx *c, const jstr *s, uint32_t **out) {
+    uint32_t *cp = jalloc(c, (s->nchars + 1) * sizeof(uint32_t));
+    if (!cp || jcharge(c, s->nchars / 16) < 0) return -1;
+    size_t i = 0, k = 0;
+    while (i < s->len) cp[k++] = jutf8_next(s->s, &i);
+    *out = cp;
+    return 0;
+}
+
+int jb_encode(jctx *c, const uint32_t *cp, size_t n, jv *out) {
+    if (n > SIZE_MAX / 8) return jfail_st(c, TS_ERR_UNSUPPORTED, "string too long");
+    char *b = jalloc(c, 4 * n + 1);
+    if (!b) return -1;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += (size_t)jutf8_put(b + k, cp[i]);
+    return jv_str_trusted(c, b, k, out);
+}
+
+int jb_py_isspace(uint32_t cp) {
+    if (cp < 128) return (cp >= 9 && cp <= 13) || (cp >= 0x1c && cp <= 0x20);
+    return cp == 0x85 || cp == 0xa0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200a) || cp == 0x2028 ||
+           cp == 0x2029 || cp == 0x202f || cp == 0x205f || cp == 0x3000;
+}
+
+static int cat_of(uint32_t cp) { return (int)utf8proc_category((utf8proc_int32_t)cp); }
+
+static int is_alpha(uint32_t cp) {
+    if (cp < 128) return (cp | 32) >= 'a' && (cp | 32) <= 'z';
+    int k = cat_of(cp);
+    return k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO;
+}
+static int is_decimal(uint32_t cp) {
+    if (cp < 128) return cp >= '0' && cp <= '9';
+    return cat_of(cp) == UTF8PROC_CATEGORY_ND;
+}
+/* Python's isdigit adds the superscript and circled digits (numeric type "digit") to Nd. */
+static int is_digit(uint32_t cp) {
+    return is_decimal(cp) || cp == 0xb2 || cp == 0xb3 || cp == 0xb9 || (cp >= 0x2070 && cp <= 0x2079) ||
+           (cp >= 0x2080 && cp <= 0x2089) || (cp >= 0x2460 && cp <= 0x2468);
+}
+static int is_numeric(uint32_t cp) {
+    if (cp < 128) return cp >= '0' && cp <= '9';
+    int k = cat_of(cp);
+    return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
+}
+static int is_alnum(uint32_t cp) { return is_alpha(cp) || is_numeric(cp); }
+int jb_py_isword(uint32_t cp) {
+    if (cp == '_') return 1;
+    if (is_alnum(cp)) return 1;
+    int k = cat_of(cp);
+    return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC;
+}
+static int is_lower(uint32_t cp) {
+    if (cp < 128) return cp >= 'a' && cp <= 'z';
+    return cat_of(cp) == UTF8PROC_CATEGORY_LL;
+}
+static int is_upper(uint32_t cp) {
+    if (cp < 128) return cp >= 'A' && cp <= 'Z';
+    return cat_of(cp) == UTF8PROC_CATEGORY_LU;
+}
+static int is_title(uint32_t cp) { return cp >= 128 && cat_of(cp) == UTF8PROC_CATEGORY_LT; }
+static int is_cased(uint32_t cp) { return is_lower(cp) || is_upper(cp) || is_title(cp); }
+
+/* Case maps. utf8proc has the simple (1:1) mappings; Python uses the full ones, whose few
+ * multi-character cases that occur in real text are spelled out here. */
+static size_t to_upper(uint32_t cp, uint32_t *o) {
+    if (cp < 128) return o[0] = (cp >= 'a' && cp <= 'z') ? cp - 32 : cp, 1;
+    if (cp == 0xdf) return o[0] = 'S', o[1] = 'S', 2;
+    return o[0] = (uint32_t)utf8proc_toupper((utf8proc_int32_t)cp), 1;
+}
+static size_t to_lower(uint32_t cp, uint32_t *o) {
+    if (cp < 128) return o[0] = (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp, 1;
+    if (cp == 0x130) return o[0] = 'i', o[1] = 0x307, 2;
+    return o[0] = (uint32_t)utf8proc_tolower((utf8proc_int32_t)cp), 1;
+}
+static size_t to_title(uint32_t cp, uint32_t *o) {
+    if (cp < 128) return to_upper(cp, o);
+    if (cp == 0xdf) return o[0] = 'S', o[1] = 's', 2;
+    return o[0] = (uint32_t)utf8proc_totitle((utf8proc_int32_t)cp), 1;
+}
+
+enum { CM_UPPER, CM_LOWER, CM_SWAP, CM_CAPITALIZE, CM_TITLE, CM_JTITLE };
+
+static int is_jtitle_sep(uint32_t cp) {
+    return cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<' || jb_py_isspace(cp);
+}
+
+static int casemap(jctx *c, const jstr *s, int mode, jv *out) {
+    uint32_t *cp, *o;
+    if (jb_decode(c, s, &cp) < 0) return -1;
+    o = jalloc(c, (2 * s->nchars + 1) * sizeof(uint32_t));
+    if (!o) return -1;
+    size_t k = 0;
+    int prev_cased = 0, prev_sep = 1;
+    for (size_t i = 0; i < s->nchars; i++) {
+        uint32_t ch = cp[i];
+        switch (mode) {
+        case CM_UPPER: k += to_upper(ch, o + k); break;
+        case CM_LOWER: k += to_lower(ch, o + k); break;
+        case CM_SWAP:
+            k += is_upper(ch) ? to_lower(ch, o + k) : is_lower(ch) ? to_upper(ch, o + k) : (o[k] = ch, 1);
+            break;
+        case CM_CAPITALIZE: k += i == 0 ? to_title(ch, o + k) : to_lower(ch, o + k); break;
+        case CM_TITLE:
+            k += prev_cased ? to_lower(ch, o + k) : to_title(ch, o + k);
+            prev_cased = is_cased(ch);
+            break;
+        case CM_JTITLE: {
+            /* jinja2's title: each run between separators ("-", space, brackets) gets its first
+             * character upper-cased and the rest lower-cased. */
+            int sep = is_jtitle_sep(ch);
+            k += (prev_sep != sep) ? to_upper(ch, o + k) : to_lower(ch, o + k);
+            prev_sep = sep;
+            break;
+        }
+        }
+    }
+    return jb_encode(c, o, k, out);
+}
+
+int jb_s_upper(jctx *c, const jstr *s, jv *out) { return casemap(c, s, CM_UPPER, out); }
+int jb_s_lower(jctx *c, const jstr *s, jv *out) { return casemap(c, s, CM_LOWER, out); }
+int jb_s_capitalize(jctx *c, const jstr *s, jv *out) { return casemap(c, s, CM_CAPITALIZE, out); }
+int jb_s_jtitle(jctx *c, const jstr *s, jv *out) { return casemap(c, s, CM_JTITLE, out); }
+
+int jb_s_islower(const jstr *s) {
+    size_t i = 0;
+    int cased = 0;
+    while (i < s->len) {
+        uint32_t ch = jutf8_next(s->s, &i);
+        if (is_upper(ch) || is_title(ch)) return 0;
+        if (is_lower(ch)) cased = 1;
+    }
+    return cased;
+}
+
+int jb_s_isupper(const jstr *s) {
+    size_t i = 0;
+    int cased = 0;
+    while (i < s->len) {
+        uint32_t ch = jutf8_next(s->s, &i);
+        if (is_lower(ch) || is_title(ch)) return 0;
+        if (is_upper(ch)) cased = 1;
+    }
+    return cased;
+}
+
+static int s_istitle(const jstr *s) {
+    size_t i = 0;
+    int cased = 0, prev = 0;
+    while (i < s->len) {
+        uint32_t ch = jutf8_next(s->s, &i);
+        if (is_upper(ch) || is_title(ch)) {
+            if (prev) return 0;
+            prev = cased = 1;
+        } else if (is_lower(ch)) {
+            if (!prev) return 0;
+            prev = cased = 1;
+        } else prev = 0;
+    }
+    return cased;
+}
+
+/* ---- operations ---------------------------------------------------------------------------- */
+
+static int sub(jctx *c, const jstr *s, size_t b0, size_t b1, jv *out) {
+    return jv_str_trusted(c, s->s + b0, b1 - b0, out);
+}
+
+static int in_chars(uint32_t ch, const jstr *chars) {
+    if (!chars) return jb_py_isspace(ch);
+    size_t i = 0;
+    while (i < chars->len)
+        if (jutf8_next(chars->s, &i) == ch) return 1;
+    return 0;
+}
+
+int jb_s_strip(jctx *c, const jstr *s, const jstr *chars, int left, int right, jv *out) {
+    size_t b0 = 0, b1 = s->len;
+    if (jcharge(c, s->nchars / 16) < 0) return -1;
+    if (left)
+        while (b0 < b1) {
+            size_t i = b0;
+            if (!in_chars(jutf8_next(s->s, &i), chars)) break;
+            b0 = i;
+        }
+    if (right)
+        while (b1 > b0) {
+            size_t i = b1 - 1;
+            while (i > b0 && ((unsigned char)s->s[i] & 0xC0) == 0x80) i--;
+            size_t j = i;
+            if (!in_chars(jutf8_next(s->s, &j), chars)) break;
+            b1 = i;
+        }
+    return sub(c, s, b0, b1, out);
+}
+
+int jb_s_replace(jctx *c, const jstr *s, const jstr *old, const jstr *new_, int64_t count, jv *out) {
+    jbuf b;
+    jbuf_init(&b, c);
+    if (count < 0) count = INT64_MAX;
+    size_t i = 0;
+    int64_t done = 0;
+    if (old->len == 0) {
+        /* Python inserts `new` before every character and at the end. */
+        while (done < count && i <= s->len) {
+            if (jcharge(c, 1) < 0 || jbuf_put(&b, new_->s, new_->len) < 0) goto fail;
+            done++;
+            if (i == s->len) {
+                i++;
+                break;
+            }
+            size_t j = i;
+            jutf8_next(s->s, &j);
+            if (jbuf_put(&b, s->s + i, j - i) < 0) goto fail;
+            i = j;
+        }
+        if (i < s->len && jbuf_put(&b, s->s + i, s->len - i) < 0) goto fail;
+        return jbuf_to_str(&b, out);
+    }
+    while (done < count) {
+        const char *p = jb_find(s->s + i, s->len - i, old->s, old->len);
+        if (!p) break;
+        size_t at = (size_t)(p - s->s);
+        if (jcharge(c, 1) < 0 || jbuf_put(&b, s->s + i, at - i) < 0 || jbuf_put(&b, new_->s, new_->len) < 0)
+            goto fail;
+        i = at + old->len;
+        done++;
+    }
+    if (jbuf_put(&b, s->s + i, s->len - i) < 0) goto fail;
+    return jbuf_to_str(&b, out);
+fail:
+    jbuf_free(&b);
+    return -1;
+}
+
+static int put_fill(jbuf *b, uint32_t fill, int64_t n) {
+    char f[4];
+    int fl = jutf8_put(f, fill);
+    for (int64_t i = 0; i < n; i++) {
+        if ((i & 63) == 0 && jcharge(b->c, 1) < 0) return -1;
+        if (jbuf_put(b, f, (size_t)fl) < 0) return -1;
+    }
+    return 0;
+}
+
+/* how: 0 center, 1 ljust, 2 rjust. */
+int jb_s_center(jctx *c, const jstr *s, int64_t width, uint32_t fill, int how, jv *out) {
+    int64_t len = (int64_t)s->nchars;
+    if (width <= len) return sub(c, s, 0, s->len, out);
+    int64_t marg = width - len, left;
+    if (how == 0) left = marg / 2 + (marg & width & 1); /* CPython's rounding of the odd space */
+    else left = how == 1 ? 0 : marg;
+    jbuf b;
+    jbuf_init(&b, c);
+    if (put_fill(&b, fill, left) < 0 || jbuf_put(&b, s->s, s->len) < 0 || put_fill(&b, fill, marg - left) < 0) {
+        jbuf_free(&b);
+        return -1;
+    }
+    return jbuf_to_str(&b, out);
+}
+
+/* Python's line boundaries: \n \r \r\n \v \f \x1c-\x1e \x85 \u2028 \u2029. */
+static size_t line_break(const jstr *s, size_t i) {
+    unsigned char ch = (unsigned char)s->s[i];
+    if (ch == '\r') return (i + 1 < s->len && s->s[i + 1] == '\n') ? 2 : 1;
+    if (ch == '\n' || ch == 0x0b || ch == 0x0c || (ch >= 0x1c && ch <= 0x1e)) return 1;
+    if (ch == 0xc2 && i + 1 < s->len && (unsigned char)s->s[i + 1] == 0x85) return 2;
+    if (ch == 0xe2 && i + 2 < s->len && (unsigned char)s->s[i + 1] == 0x80 &&
+        ((unsigned char)s->s[i + 2] == 0xa8 || (unsigned char)s->s[i + 2] == 0xa9))
+        return 3;
+    return 0;
+}
+
+int jb_s_splitlines(jctx *c, const jstr *s, int keepends, jv *out) {
+    size_t n = 0, i = 0, start = 0;
+    jv *parts = jalloc(c, (s->len + 1) * sizeof(jv));
+    if (!parts || jcharge(c, s->len / 16) < 0) return -1;
+    while (i < s->len) {
+        size_t k = line_break(s, i);
+        if (!k) {
+            i++;
+            continue;
+        }
+        if (sub(c, s, start, keepends ? i + k : i, &parts[n++]) < 0) return -1;
+        i += k;
+        start = i;
+    }
+    if (start < s->len && sub(c, s, start, s->len, &parts[n++]) < 0) return -1;
+    return jv_list(c, n, parts, 0, out);
+}
+
+/* split / rsplit; sep NULL: runs of whitespace. */
+static int s_split(jctx *c, const jstr *s, const jstr *sep, int64_t maxsplit, int right, jv *out) {
+    if (sep && sep->len == 0) return jfail(c, "ValueError: empty separator");
+    if (maxsplit < 0) maxsplit = INT64_MAX;
+    jv *parts = jalloc(c, (s->nchars + 2) * sizeof(jv));
+    if (!parts || jcharge(c, s->nchars / 16 + 1) < 0) return -1;
+    size_t n = 0;
+    if (sep) {
+        if (!right) {
+            size_t i = 0;
+            while ((int64_t)n < maxsplit) {
+                const char *p = jb_find(s->s + i, s->len - i, sep->s, sep->len);
+                if (!p) break;
+                size_t at = (size_t)(p - s->s);
+                if (sub(c, s, i, at, &parts[n++]) < 0) return -1;
+                i = at + sep->len;
+            }
+            if (sub(c, s, i, s->len, &parts[n++]) < 0) return -1;
+        } else {
+            size_t e = s->len;
+            while ((int64_t)n < maxsplit) {
+                const char *p = rfind_bytes(s->s, e, sep->s, sep->len);
+                if (!p) break;
+                size_t at = (size_t)(p - s->s);
+                if (sub(c, s, at + sep->len, e, &parts[n++]) < 0) return -1;
+                e = at;
+            }
+            if (sub(c, s, 0, e, &parts[n++]) < 0) return -1;
+            for (size_t a = 0, b = n - 1; a < b; a++, b--) {
+                jv t = parts[a];
+                parts[a] = parts[b];
+                parts[b] = t;
+            }
+        }
+        return jv_list(c, n, parts, 0, out);
+    }
+    uint32_t *cp;
+    size_t *off = jalloc(c, (s->nchars + 1) * sizeof(size_t));
+    if (!off || jb_decode(c, s, &cp) < 0) return -1;
+    for (size_t i = 0, b = 0; i <= s->nchars; i++) {
+        off[i] = b;
+        if (i < s->nchars) jutf8_next(s->s, &b);
+    }
+    size_t N = s->nchars;
+    if (!right) {
+        size_t i = 0;
+        for (;;) {
+            while (i < N && jb_py_isspace(cp[i])) i++;
+            if (i == N) break;
+            if ((int64_t)n == maxsplit) {
+                size_t e = N;
+                if (sub(c, s, off[i], off[e], &parts[n++]) < 0) return -1;
+                break;
+            }
+            size_t j = i;
+            while (j < N && !jb_py_isspace(cp[j])) j++;
+            if (sub(c, s, off[i], off[j], &parts[n++]) < 0) return -1;
+            i = j;
+        }
+    } else {
+        size_t e = N;
+        for (;;) {
+            while (e > 0 && jb_py_isspace(cp[e - 1])) e--;
+            if (e == 0) break;
+            if ((int64_t)n == maxsplit) {
+                if (sub(c, s, 0, off[e], &parts[n++]) < 0) return -1;
+                break;
+            }
+            size_t j = e;
+            while (j > 0 && !jb_py_isspace(cp[j - 1])) j--;
+            if (sub(c, s, off[j], off[e], &parts[n++]) < 0) return -1;
+            e = j;
+        }
+        for (size_t a = 0, b = n ? n - 1 : 0; n && a < b; a++, b--) {
+            jv t = parts[a];
+            parts[a] = parts[b];
+            parts[b] = t;
+        }
+    }
+    return jv_list(c, n, parts, 0, out);
+}
+
+/* ---- printf-style formatting (Python's str % args) ---------------------------------------- */
+
+typedef struct fspec {
+    uint32_t fill;
+    char align; /* '<' '>' '^' '=' or 0 for the default */
+    char sign;  /* '+' ' ' or '-' */
+    int alt, zero;
+    int64_t width;
+    int prec; /* -1: none */
+    char type;
+} fspec;
+
+static int pad_out(jbuf *b, const fspec *f, const char *sign, const char *body, size_t blen, char dflt_align) {
+    jctx *c = b->c;
+    int64_t len = (int64_t)(strlen(sign) + jutf8_count(body, blen));
+    int64_t pad = f->width > len ? f->width - len : 0;
+    char al = f->align ? f->align : dflt_align;
+    uint32_t fill = f->fill ? f->fill : ' ';
+    if (f->width > (int64_t)c->max_bytes)
+        return jfail_st(c, TS_ERR_UNSUPPORTED, "template exceeded its memory budget of %zu bytes", c->max_bytes);
+    int64_t left = al == '<' ? 0 : al == '^' ? pad / 2 : al == '=' ? 0 : pad;
+    int64_t right = al == '=' ? 0 : pad - left;
+    if (put_fill(b, fill, left) < 0 || jbuf_puts(b, sign) < 0) return -1;
+    if (al == '=' && put_fill(b, fill, pad) < 0) return -1;
+    if (jbuf_put(b, body, blen) < 0) return -1;
+    return put_fill(b, fill, right);
+}
+
+static int num_value(jctx *c, jv v, int want_int, const char *conv, jv *out) {
+    if (v.k == JV_BOOL) v = jv_int(v.u.b);
+    if (v.k == JV_INT || (v.k == JV_FLOAT && !want_int)) {
+        *out = v;
+        return 0;
+    }
+    if (v.k == JV_FLOAT && want_int) {
+        if (!isfinite(v.u.f)) return jfail(c, "cannot convert float %s to integer", isnan(v.u.f) ? "NaN" : "infinity");
+        if (fabs(v.u.f) >= 9.2e18) return jfail_st(c, TS_ERR_UNSUPPORTED, "integer too large");
+        *out = jv_int((int64_t)v.u.f);
+        return 0;
+    }
+    if (v.k == JV_UNDEF) return jv_undef_fail(c, v);
+    return jfail(c, "TypeError: %%%s format: a real number is required, not %s", conv, jv_type_name(v));
+}
+
+/* printf of one double with a conversion chosen at run time, each format a literal. */
+static int fmt_double(char *buf, size_t n, char cf, int alt, int prec, double x) {
+    switch (cf) {
+    case 'e': return alt ? snprintf(buf, n, "%#.*e", prec, x) : snprintf(buf, n, "%.*e", prec, x);
+    case 'E': return alt ? snprintf(buf, n, "%#.*E", prec, x) : snprintf(buf, n, "%.*E", prec, x);
+    case 'f': return alt ? snprintf(buf, n, "%#.*f", prec, x) : snprintf(buf, n, "%.*f", prec, x);
+    case 'g': return alt ? snprintf(buf, n, "%#.*g", prec, x) : snprintf(buf, n, "%.*g", prec, x);
+    default: return alt ? snprintf(buf, n, "%#.*G", prec, x) : snprintf(buf, n, "%.*G", prec, x);
+    }
+}
+
+/* One conversion of a number or string per the spec; type 0 is str.format's default. */
+static int format_one(jbuf *b, jv v, fspec *f, int pct) {
+    jctx *c = b->c;
+    char t = f->type;
+    char tmp[512];
+    if (t == 's' || t == 'r' || (t == 0 && v.k != JV_INT && v.k != JV_FLOAT && v.k != JV_BOOL) ||
+        (t == 0 && v.k == JV_BOOL)) {
+        jbuf s;
+        jbuf_init(&s, c);
+        if ((t == 'r' ? jv_write_repr(&s, v) : jv_write_str(&s, v)) < 0) goto fail_s;
+        size_t n = s.n;
+        if (f->prec >= 0) { /* precision truncates strings, in code points */
+            size_t k = 0, i = 0;
+            while (i < s.n && (int64_t)k < f->prec) jutf8_next(s.p ? s.p : "", &i), k++;
+            n = i;
+        }
+        int r = pad_out(b, f, "", s.p ? s.p : "", n, pct ? '>' : '<'); /* '%' right-aligns */
+        jbuf_free(&s);
+        return r;
+    fail_s:
+        jbuf_free(&s);
+        return -1;
+    }
+    if (t == 'c') {
+        char u[5];
+        uint32_t cp;
+        if (v.k == JV_STR && v.u.s->nchars == 1) {
+            size_t i = 0;
+            cp = jutf8_next(v.u.s->s, &i);
+        } else if (v.k == JV_INT && v.u.i >= 0 && v.u.i <= 0x10ffff && !(v.u.i >= 0xd800 && v.u.i <= 0xdfff)) {
+            cp = (uint32_t)v.u.i;
+        } else return jfail(c, "%%c requires an int or a unicode character");
+        int ul = jutf8_put(u, cp);
+        return pad_out(b, f, "", u, (size_t)ul, pct ? '>' : '<');
+    }
+    int is_int_t = t == 'd' || t == 'i' || t == 'u' || t == 'x' || t == 'X' || t == 'o' || t == 'b';
+    jv n = jv_none();
+    char conv[2] = {t ? t : 'd', 0};
+    if (num_value(c, v, is_int_t, conv, &n) < 0) return -1;
+    if (!pct && is_int_t && n.k == JV_FLOAT)
+        return jfail(c, "Unknown format code '%c' for object of type 'float'", t);
+    const char *sign = "";
+    int neg;
+    size_t blen;
+    if (n.k == JV_INT && (is_int_t || t == 0)) {
+        neg = n.u.i < 0;
+        uint64_t u = neg ? (uint64_t)0 - (uint64_t)n.u.i : (uint64_t)n.u.i;
+        int base = (t == 'x' || t == 'X') ? 16 : t == 'o' ? 8 : t == 'b' ? 2 : 10;
+        char d[80];
+        int k = 0;
+        do {
+            d[k++] = "0123456789abcdef"[u % (unsigned)base];
+            u /= (unsigned)base;
+        } while (u);
+        blen = 0;
+        if (f->alt && base != 10) {
+            tmp[blen++] = '0';
+            tmp[blen++] = base == 16 ? (t == 'X' ? 'X' : 'x') : base == 8 ? 'o' : 'b';
+        }
+        while (k) {
+            char ch = d[--k];
+            tmp[blen++] = (t == 'X' && ch >= 'a') ? (char)(ch - 32) : ch;
+        }
+    } else {
+        double x = n.k == JV_INT ? (double)n.u.i : n.u.f;
+        neg = signbit(x) && !isnan(x);
+        double ax = fabs(x);
+        int prec = f->prec;
+        char ft = t;
+        if (t == 0) {
+            if (prec < 0) {
+                /* str.format's default for floats is repr */
+                blen = (size_t)jv_float_repr(ax, tmp);
+                goto have_body;
+            }
+            ft = 'g';
+        }
+        if (ft == '%') ax *= 100;
+        if (!isfinite(ax)) {
+            int up = ft == 'F' || ft == 'E' || ft == 'G';
+            strcpy(tmp, isnan(ax) ? (up ? "NAN" : "nan") : (up ? "INF" : "inf"));
+            blen = strlen(tmp);
+            if (ft == '%') tmp[blen++] = '%';
+            goto have_body;
+        }
+        if (prec < 0) prec = 6;
+        if (prec > 400) return jfail_st(c, TS_ERR_UNSUPPORTED, "format precision %d too large", prec);
+        char cf = ft == '%' ? 'f' : ft == 'F' ? 'f' : ft;
+        if (strchr("eEfgG", cf) == NULL) return jfail(c, "unsupported format character '%c'", t);
+        int k = fmt_double(tmp, sizeof tmp, cf, f->alt, prec, ax);
+        if (k < 0 || (size_t)k >= sizeof tmp - 2) return jfail_st(c, TS_ERR_UNSUPPORTED, "formatted number too long");
+        for (int i = 0; i < k; i++) /* the locale's decimal point, whatever it is, becomes '.' */
+            if (!((tmp[i] >= '0' && tmp[i] <= '9') || tmp[i] == 'e' || tmp[i] == 'E' || tmp[i] == '+' ||
+                  tmp[i] == '-'))
+                tmp[i] = '.';
+        blen = (size_t)k;
+        if (ft == '%') tmp[blen++] = '%';
+    }
+have_body:
+    if (neg) sign = "-";
+    else if (f->sign == '+') sign = "+";
+    else if (f->sign == ' ') sign = " ";
+    if (f->zero && !f->align) {
+        fspec z = *f;
+        z.fill = '0';
+        z.align = '=';
+        return pad_out(b, &z, sign, tmp, blen, '>');
+    }
+    return pad_out(b, f, sign, tmp, blen, '>');
+}
+
+int jb_s_percent(jctx *c, const jstr *fmt, jv args, jv *out) {
+    const jv *pos = NULL;
+    size_t np = 0, used = 0;
+    int is_map = args.k == JV_DICT;
+    if (args.k == JV_LIST && args.u.l->tuple) pos = args.u.l->items, np = args.u.l->n;
+    else if (!is_map) pos = &args, np = 1;
+    jbuf b;
+    jbuf_init(&b, c);
+    const char *s = fmt->s;
+    size_t i = 0, n = fmt->len;
+    int used_map = 0;
+    while (i < n) {
+        const char *p = memchr(s + i, '%', n - i);
+        size_t at = p ? (size_t)(p - s) : n;
+        if (jbuf_put(&b, s + i, at - i) < 0) goto fail;
+        if (!p) break;
+        i = at + 1;
+        if (jcharge(c, 1) < 0) goto fail;
+        fspec f = {0, 0, '-', 0, 0, 0, -1, 0};
+        jv arg = jv_none();
+        int have_arg = 0;
+        if (i < n && s[i] == '(') {
+            size_t depth = 1, k = i + 1;
+            while (k < n && depth) depth += s[k] == '(' ? 1 : s[k] == ')' ? -1 : 0, k++;
+            if (depth) {
+                jfail(c, "ValueError: incomplete format key");
+                goto fail;
+            }
+            if (!is_map) {
+                jfail(c, "TypeError: format requires a mapping");
+                goto fail;
+            }
+            jv key;
+            if (jv_str_trusted(c, s + i + 1, k - i - 2, &key) < 0) goto fail;
+            const jv *v = jv_dict_get(&args, key);
+            if (!v) {
+                jbuf kb;
+                jbuf_init(&kb, c);
+                if (jv_write_repr(&kb, key) == 0) jfail(c, "KeyError: %s", kb.p);
+                jbuf_free(&kb);
+                goto fail;
+            }
+            arg = *v;
+            have_arg = used_map = 1;
+            i = k;
+        }
+        for (; i < n && strchr("-+ #0", s[i]); i++) {
+            if (s[i] == '-') f.align = '<';
+            else if (s[i] == '+') f.sign = '+';
+            else if (s[i] == ' ' && f.sign != '+') f.sign = ' ';
+            else if (s[i] == '#') f.alt = 1;
+            else f.zero = 1;
+        }
+        if (f.align) f.zero = 0;
+        for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+            if ((f.width = f.width * 10 + (s[i] - '0')) > 100000000) {
+                jfail_st(c, TS_ERR_UNSUPPORTED, "format width too large");
+                goto fail;
+            }
+        if (i < n && s[i] == '.') {
+            f.prec = 0;
+            for (i++; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+                if ((f.prec = f.prec * 10 + (s[i] - '0')) > 100000) {
+                    jfail_st(c, TS_ERR_UNSUPPORTED, "format precision too large");
+                    goto fail;
+                }
+        }
+        while (i < n && (s[i] == 'l' || s[i] == 'h' || s[i] == 'L')) i++;
+        if (i >= n) {
+            jfail(c, "ValueError: incomplete format");
+            goto fail;
+        }
+        char t = s[i++];
+        if (t == '%') {
+            if (jbuf_put(&b, "%", 1) < 0) goto fail;
+            continue;
+        }
+        if (!strchr("sradiuxXoeEfFgGc", t)) {
+            jfail(c, "ValueError: unsupported format character '%c' (0x%x) at index %zu", t, (unsigned char)t, i - 1);
+            goto fail;
+        }
+        if (t == 'a') t = 'r';
+        if (!have_arg) {
+            if (is_map) arg = args, used_map = 1;
+            else if (used >= np) {
+                jfail(c, "TypeError: not enough arguments for format string");
+                goto fail;
+            } else arg = pos[used++];
+        }
+        f.type = t;
+        if (format_one(&b, arg, &f, 1) < 0) goto fail;
+    }
+    if (!is_map && used < np) {
+        jfail(c, "TypeError: not all arguments converted during string formatting");
+        goto fail;
+    }
+    (void)used_map;
+    return jbuf_to_str(&b, out);
+fail:
+    jbuf_free(&b);
+    return -1;
+}
+
+/* str.format: {} {0} {name}, with !r/!s and a format spec ([[fill]align][sign][#][0][width][.prec][type]). */
+static int s_format(jctx *c, const jstr *fmt, const jargs *a, jv *out) {
+    jbuf b;
+    jbuf_init(&b, c);
+    const char *s = fmt->s;
+    size_t i = 0, n = fmt->len;
+    int auto_idx = 0, mode = 0; /* 1 automatic numbering, 2 manual */
+    while (i < n) {
+        char ch = s[i];
+        if (ch == '}') {
+            if (i + 1 < n && s[i + 1] == '}') {
+                if (jbuf_put(&b, "}", 1) < 0) goto fail;
+                i += 2;
+                continue;
+            }
+            jfail(c, "ValueError: Single '}' encountered in format string");
+            goto fail;
+        }
+        if (ch != '{') {
+            size_t j = i;
+            while (j < n && s[j] != '{' && s[j] != '}') j++;
+            if (jbuf_put(&b, s + i, j - i) < 0) goto fail;
+            i = j;
+            continue;
+        }
+        if (i + 1 < n && s[i + 1] == '{') {
+            if (jbuf_put(&b, "{", 1) < 0) goto fail;
+            i += 2;
+            continue;
+        }
+        if (jcharge(c, 1) < 0) goto fail;
+        size_t j = i + 1;
+        while (j < n && s[j] != '}' && s[j] != '!' && s[j] != ':' && s[j] != '{') j++;
+        size_t name0 = i + 1, name1 = j;
+        char conv = 0;
+        if (j < n && s[j] == '!') {
+            if (j + 1 >= n) goto bad;
+            conv = s[j + 1];
+            j += 2;
+            if (conv != 'r' && conv != 's' && conv != 'a') {
+                jfail(c, "ValueError: Unknown conversion specifier %c", conv);
+                goto fail;
+            }
+        }
+        size_t spec0 = j, spec1 = j;
+        if (j < n && s[j] == ':') {
+            spec0 = ++j;
+            while (j < n && s[j] != '}') {
+                if (s[j] == '{') {
+                    jfail_st(c, TS_ERR_UNSUPPORTED, "str.format: nested replacement fields are not supported");
+                    goto fail;
+                }
+                j++;
+            }
+            spec1 = j;
+        }
+        if (j >= n || s[j] != '}') goto bad;
+        i = j + 1;
+        jv arg;
+        if (name0 == name1) {
+            if (mode == 2) {
+                jfail(c, "ValueError: cannot switch from manual field specification to automatic field numbering");
+                goto fail;
+            }
+            mode = 1;
+            if (auto_idx >= a->n) {
+                jfail(c, "IndexError: Replacement index %d out of range for positional args tuple", auto_idx);
+                goto fail;
+            }
+            arg = a->pos[auto_idx++];
+        } else if (s[name0] >= '0' && s[name0] <= '9') {
+            int64_t idx = 0;
+            for (size_t k = name0; k < name1; k++) {
+                if (s[k] < '0' || s[k] > '9' || idx > 1000000) {
+                    jfail_st(c, TS_ERR_UNSUPPORTED, "str.format: only simple fields ({}, {0}, {name}) are supported");
+                    goto fail;
+                }
+                idx = idx * 10 + (s[k] - '0');
+            }
+            if (mode == 1) {
+                jfail(c, "ValueError: cannot switch from automatic field numbering to manual field specification");
+                goto fail;
+            }
+            mode = 2;
+            if (idx >= a->n) {
+                jfail(c, "IndexError: Replacement index %" PRId64 " out of range for positional args tuple", idx);
+                goto fail;
+            }
+            arg = a->pos[idx];
+        } else {
+            int k;
+            for (k = 0; k < a->nk; k++)
+                if (strlen(a->kname[k]) == name1 - name0 && !memcmp(a->kname[k], s + name0, name1 - name0)) break;
+            if (k == a->nk) {
+                for (size_t q = name0; q < name1; q++)
+                    if (s[q] == '.' || s[q] == '[') {
+                        jfail_st(c, TS_ERR_UNSUPPORTED, "str.format: only simple fields ({}, {0}, {name}) are supported");
+                        goto fail;
+                    }
+                jfail(c, "KeyError: '%.*s'", (int)(name1 - name0), s + name0);
+                goto fail;
+            }
+            arg = a->kval[k];
+        }
+        if (conv) {
+            jbuf cb;
+            jbuf_init(&cb, c);
+            if ((conv == 's' ? jv_write_str(&cb, arg) : jv_write_repr(&cb, arg)) < 0 || jbuf_to_str(&cb, &arg) < 0) {
+                jbuf_free(&cb);
+                goto fail;
+            }
+        }
+        fspec f = {0, 0, '-', 0, 0, 0, -1, 0};
+        size_t k = spec0;
+        if (spec1 - k >= 2) {
+            size_t q = k;
+            uint32_t fc = jutf8_next(s, &q);
+            if (q < spec1 && strchr("<>^=", s[q])) f.fill = fc, f.align = s[q], k = q + 1;
+        }
+        if (!f.align && k < spec1 && strchr("<>^=", s[k])) f.align = s[k++];
+        if (k < spec1 && strchr("+- ", s[k])) f.sign = s[k++];
+        if (k < spec1 && s[k] == '#') f.alt = 1, k++;
+        if (k < spec1 && s[k] == '0') f.zero = 1, k++;
+        for (; k < spec1 && s[k] >= '0' && s[k] <= '9'; k++)
+            if ((f.width = f.width * 10 + (s[k] - '0')) > 100000000) goto toolarge;
+        if (k < spec1 && s[k] == '.') {
+            f.prec = 0;
+            for (k++; k < spec1 && s[k] >= '0' && s[k] <= '9'; k++)
+                if ((f.prec = f.prec * 10 + (s[k] - '0')) > 100000) goto toolarge;
+        }
+        if (k < spec1) f.type = s[k++];
+        if (k != spec1 || (f.type && !strchr("sdxXobeEfFgGc%n", f.type))) {
+            jfail(c, "ValueError: Invalid format specifier '%.*s' for object of type '%s'", (int)(spec1 - spec0),
+                  s + spec0, jv_type_name(arg));
+            goto fail;
+        }
+        if (f.type == 'n') f.type = f.prec >= 0 ? 'g' : 'd';
+        if (f.type == 's' && arg.k != JV_STR) {
+            jfail(c, "ValueError: Unknown format code 's' for object of type '%s'", jv_type_name(arg));
+            goto fail;
+        }
+        if (f.type && f.type != 's' && arg.k == JV_STR) {
+            jfail(c, "ValueError: Unknown format code '%c' for object of type 'str'", f.type);
+            goto fail;
+        }
+        if (format_one(&b, arg, &f, 0) < 0) goto fail;
+    }
+    return jbuf_to_str(&b, out);
+toolarge:
+    jfail_st(c, TS_ERR_UNSUPPORTED, "format width or precision too large");
+    goto fail;
+bad:
+    jfail(c, "ValueError: unmatched '{' in format spec");
+fail:
+    jbuf_free(&b);
+    return -1;
+}
+
+/* ---- methods ------------------------------------------------------------------------------- */
+
+static const char *const k_methods[] = {
+    "startswith", "endswith", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "replace",
+    "upper", "lower", "title", "capitalize", "swapcase", "casefold", "find", "rfind", "index", "rindex",
+    "count", "join", "format", "isdigit", "isdecimal", "isnumeric", "isalpha", "isalnum", "isspace",
+    "isupper", "islower", "istitle", "center", "ljust", "rjust", "zfill", "partition", "rpartition",
+    "removeprefix", "removesuffix", "encode", NULL};
+
+int jb_str_has_method(const char *name) {
+    for (int i = 0; k_methods[i]; i++)
+        if (!strcmp(k_methods[i], name)) return 1;
+    return 0;
+}
+
+static int want_str(jctx *c, const char *who, jv v, int allow_none, const jstr **out) {
+    if (v.k == JV_STR) {
+        *out = v.u.s;
+        return 0;
+    }
+    if (allow_none && v.k == JV_NONE) {
+        *out = NULL;
+        return 0;
+    }
+    if (v.k == JV_UNDEF) return jv_undef_fail(c, v);
+    return jfail(c, "TypeError: %s: must be str%s, not %s", who, allow_none ? " or None" : "", jv_type_name(v));
+}
+
+/* start/end arguments of find and friends, as byte offsets; 0 when the range is empty or
+ * starts past the end (then Python finds nothing, not even ""). */
+static int range_args(jctx *c, const char *who, const jstr *s, const jv *v, unsigned have, int first,
+                      size_t *b0, size_t *b1, int *ok) {
+    int64_t n = (int64_t)s->nchars, st = 0, en = n;
+    if ((have >> first) & 1 && v[first].k != JV_NONE && jb_int_arg(c, who, v[first], &st) < 0) return -1;
+    if ((have >> (first + 1)) & 1 && v[first + 1].k != JV_NONE && jb_int_arg(c, who, v[first + 1], &en) < 0)
+        return -1;
+    if (en > n) en = n;
+    else if (en < 0 && (en += n) < 0) en = 0;
+    if (st < 0 && (st += n) < 0) st = 0;
+    *ok = st <= en;
+    if (!*ok) return 0;
+    *b0 = jutf8_offset(s, (size_t)st);
+    *b1 = jutf8_offset(s, (size_t)en);
+    return 0;
+}
+
+static int affix(jctx *c, const char *who, const jstr *s, jv pre, size_t b0, size_t b1, int end, int *out) {
+    const jv *items = &pre;
+    size_t n = 1;
+    if (pre.k == JV_LIST && pre.u.l->tuple) items = pre.u.l->items, n = pre.u.l->n;
+    else if (pre.k != JV_STR)
+        return jfail(c, "TypeError: %s first arg must be str or a tuple of str, not %s", who, jv_type_name(pre));
+    *out = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].k != JV_STR)
+            return jfail(c, "TypeError: tuple for %s must only contain str, not %s", who, jv_type_name(items[i]));
+        const jstr *p = items[i].u.s;
+        if (p->len > b1 - b0) continue;
+        if (!memcmp(s->s + (end ? b1 - p->len : b0), p->s, p->len)) {
+            *out = 1;
+            return 0;
+        }
+    }
+    return 0;
+}
+
+static int str_bool(int b, jv *out) {
+    *out = jv_bool(b);
+    return 0;
+}
+
+static int str_pred(const jstr *s, int (*pred)(uint32_t)) {
+    if (!s->len) return 0;
+    size_t i = 0;
+    while (i < s->len)
+        if (!pred(jutf8_next(s->s, &i))) return 0;
+    return 1;
+}
+
+int jb_str_method(jctx *c, jv self, const char *name, const jargs *a, jv *out) {
+    const jstr *s = self.u.s;
+    char who[48];
+    snprintf(who, sizeof who, "str.%s()", name);
+    jv v[4];
+    unsigned have = 0;
+#define IS(n) (!strcmp(name, n))
+#define BIND(...)                                                                                  \
+    do {                                                                                           \
+        static const char *const names_[] = {__VA_ARGS__};                                         \
+        if (jb_bind(c, who, a, names_, (int)(sizeof names_ / sizeof *names_), v, &have) < 0) return -1; \
+    } while (0)
+#define NEED(k)                                                                                    \
+    do {                                                                                           \
+        if (!(have & (1u << (k)))) return jfail(c, "TypeError: %s missing a required argument", who); \
+    } while (0)
+    if (!jb_str_has_method(name)) return -2;
+    if (IS("upper") || IS("lower") || IS("title") || IS("capitalize") || IS("swapcase") || IS("casefold")) {
+        if (jb_noargs(c, who, a) < 0) return -1;
+        int mode = IS("upper") ? CM_UPPER : IS("lower") || IS("casefold") ? CM_LOWER : IS("title") ? CM_TITLE
+                   : IS("capitalize") ? CM_CAPITALIZE : CM_SWAP;
+        return casemap(c, s, mode, out);
+    }
+    if (IS("isdigit") || IS("isdecimal") || IS("isnumeric") || IS("isalpha") || IS("isalnum") || IS("isspace") ||
+        IS("isupper") || IS("islower") || IS("istitle")) {
+        if (jb_noargs(c, who, a) < 0) return -1;
+        if (IS("isupper")) return str_bool(jb_s_isupper(s), out);
+        if (IS("islower")) return str_bool(jb_s_islower(s), out);
+        if (IS("istitle")) return str_bool(s_istitle(s), out);
+        int (*pred)(uint32_t) = IS("isdigit") ? is_digit : IS("isdecimal") ? is_decimal : IS("isnumeric") ? is_numeric
+                                : IS("isalpha") ? is_alpha : IS("isalnum") ? is_alnum : jb_py_isspace;
+        return str_bool(str_pred(s, pred), out);
+    }
+    if (IS("strip") || IS("lstrip") || IS("rstrip")) {
+        BIND("chars");
+        const jstr *chars = NULL;
+        if (have && want_str(c, who, v[0], 1, &chars) < 0) return -1;
+        return jb_s_strip(c, s, chars, !IS("rstrip"), !IS("lstrip"), out);
+    }
+    if (IS("split") || IS("rsplit")) {
+        BIND("sep", "maxsplit");
+        const jstr *sep = NULL;
+        int64_t maxs = -1;
+        if ((have & 1) && want_str(c, who, v[0], 1, &sep) < 0) return -1;
+        if ((have & 2) && jb_int_arg(c, who, v[1], &maxs) < 0) return -1;
+        return s_split(c, s, sep, maxs, IS("rsplit"), out);
+    }
+    if (IS("splitlines")) {
+        BIND("keepends");
+        return jb_s_splitlines(c, s, have ? jv_truthy(v[0]) : 0, out);
+    }
+    if (IS("replace")) {
+        BIND("old", "new", "count");
+        NEED(0);
+        NEED(1);
+        const jstr *o, *nw;
+        int64_t cnt = -1;
+        if (want_str(c, who, v[0], 0, &o) < 0 || want_str(c, who, v[1], 0, &nw) < 0) return -1;
+        if ((have & 4) && jb_int_arg(c, who, v[2], &cnt) < 0) return -1;
+        return jb_s_replace(c, s, o, nw, cnt, out);
+    }
+    if (IS("startswith") || IS("endswith")) {
+        BIND("prefix", "start", "end");
+        NEED(0);
+        size_t b0, b1;
+        int ok, r;
+        if (range_args(c, who, s, v, have, 1, &b0, &b1, &ok) < 0) return -1;
+        if (!ok) {
+            if (v[0].k != JV_STR && !(v[0].k == JV_LIST && v[0].u.l->tuple))
+                return affix(c, who, s, v[0], 0, 0, 0, &r);
+            return str_bool(0, out);
+        }
+        if (affix(c, who, s, v[0], b0, b1, IS("endswith"), &r) < 0) return -1;
+        return str_bool(r, out);
+    }
+    if (IS("find") || IS("rfind") || IS("index") || IS("rindex") || IS("count")) {
+        BIND("sub", "start", "end");
+        NEED(0);
+        const jstr *t;
+        size_t b0, b1;
+        int ok;
+        if (want_str(c, who, v[0], 0, &t) < 0 || range_args(c, who, s, v, have, 1, &b0, &b1, &ok) < 0) return -1;
+        if (jcharge(c, s->len / 64 + 1) < 0) return -1;
+        if (IS("count")) {
+            int64_t cnt = 0;
+            if (ok) {
+                if (!t->len) cnt = (int64_t)jutf8_count(s->s + b0, b1 - b0) + 1;
+                else
+                    for (size_t i = b0;;) {
+                        const char *p = jb_find(s->s + i, b1 - i, t->s, t->len);
+                        if (!p) break;
+                        cnt++;
+                        i = (size_t)(p - s->s) + t->len;
+                    }
+            }
+            *out = jv_int(cnt);
+            return 0;
+        }
+        const char *p = NULL;
+        if (ok) p = (IS("find") || IS("index")) ? jb_find(s->s + b0, b1 - b0, t->s, t->len)
+                                                : rfind_bytes(s->s + b0, b1 - b0, t->s, t->len);
+        if (!p) {
+            if (IS("index") || IS("rindex")) return jfail(c, "ValueError: substring not found");
+            *out = jv_int(-1);
+            return 0;
+        }
+        *out = jv_int((int64_t)jutf8_count(s->s, (size_t)(p - s->s)));
+        return 0;
+    }
+    if (IS("join")) {
+        BIND("iterable");
+        NEED(0);
+        const jv *items;
+        size_t n;
+        if (jb_iter(c, who, v[0], &items, &n) < 0) return -1;
+        jbuf b;
+        jbuf_init(&b, c);
+        for (size_t i = 0; i < n; i++) {
+            if (items[i].k != JV_STR) {
+                jbuf_free(&b);
+                return jfail(c, "TypeError: sequence item %zu: expected str instance, %s found", i,
+                             jv_type_name(items[i]));
+            }
+            if (jcharge(c, 1) < 0 || (i && jbuf_put(&b, s->s, s->len) < 0) ||
+                jbuf_put(&b, items[i].u.s->s, items[i].u.s->len) < 0) {
+                jbuf_free(&b);
+                return -1;
+            }
+        }
+        return jbuf_to_str(&b, out);
+    }
+    if (IS("format")) return s_format(c, s, a, out);
+    if (IS("center") || IS("ljust") || IS("rjust")) {
+        BIND("width", "fillchar");
+        NEED(0);
+        int64_t w;
+        uint32_t fill = ' ';
+        if (jb_int_arg(c, who, v[0], &w) < 0) return -1;
+        if (have & 2) {
+            if (v[1].k != JV_STR || v[1].u.s->nchars != 1)
+                return jfail(c, "TypeError: The fill character must be exactly one character long");
+            size_t i = 0;
+            fill = jutf8_next(v[1].u.s->s, &i);
+        }
+        return jb_s_center(c, s, w, fill, IS("center") ? 0 : IS("ljust") ? 1 : 2, out);
+    }
+    if (IS("zfill")) {
+        BIND("width");
+        NEED(0);
+        int64_t w;
+        if (jb_int_arg(c, who, v[0], &w) < 0) return -1;
+        int64_t pad = w - (int64_t)s->nchars;
+        if (pad <= 0) return sub(c, s, 0, s->len, out);
+        size_t sg = s->len && (s->s[0] == '+' || s->s[0] == '-');
+        jbuf b;
+        jbuf_init(&b, c);
+        if (jbuf_put(&b, s->s, sg) < 0 || put_fill(&b, '0', pad) < 0 || jbuf_put(&b, s->s + sg, s->len - sg) < 0) {
+            jbuf_free(&b);
+            return -1;
+        }
+        return jbuf_to_str(&b, out);
+    }
+    if (IS("partition") || IS("rpartition")) {
+        BIND("sep");
+        NEED(0);
+        const jstr *sep;
+        if (want_str(c, who, v[0], 0, &sep) < 0) return -1;
+        if (!sep->len) return jfail(c, "ValueError: empty separator");
+        const char *p = IS("partition") ? jb_find(s->s, s->len, sep->s, sep->len)
+                                        : rfind_bytes(s->s, s->len, sep->s, sep->len);
+        jv parts[3];
+        if (!p) {
+            int r = IS("partition");
+            if (sub(c, s, 0, r ? s->len : 0, &parts[0]) < 0 || sub(c, s, 0, 0, &parts[1]) < 0 ||
+                sub(c, s, r ? s->len : 0, s->len, &parts[2]) < 0)
+                return -1;
+        } else {
+            size_t at = (size_t)(p - s->s);
+            parts[1] = v[0];
+            if (sub(c, s, 0, at, &parts[0]) < 0 || sub(c, s, at + sep->len, s->len, &parts[2]) < 0) return -1;
+        }
+        return jv_list(c, 3, parts, 1, out);
+    }
+    if (IS("removeprefix") || IS("removesuffix")) {
+        BIND("affix");
+        NEED(0);
+        const jstr *p;
+        if (want_str(c, who, v[0], 0, &p) < 0) return -1;
+        int pre = IS("removeprefix");
+        if (p->len <= s->len && !memcmp(s->s + (pre ? 0 : s->len - p->len), p->s, p->len))
+            return pre ? sub(c, s, p->len, s->len, out) : sub(c, s, 0, s->len - p->len, out);
+        return sub(c, s, 0, s->len, out);
+    }
+    return jfail(c, "access to attribute '%s' of 'str' object is not supported in templates", name);
+#undef IS
+#undef BIND
+#undef NEED
+}
