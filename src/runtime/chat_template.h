@@ -34,6 +34,19 @@ ts_status ts_chat_template_new(const char *tmpl, const char *bos, const char *eo
                                const char *what, ts_chat_template **out, ts_error *err);
 /* A .jinja file given with --chat-template, with the special tokens of tok (may be NULL). */
 ts_status ts_chat_template_file(const char *path, const ts_tok *tok, ts_chat_template **out, ts_error *err);
+/* tokenizer_config.json at config (the special tokens; it may be missing) with the template
+ * of jinja (a --chat-template file) when non-NULL, else found as ts_chat_template_load does. */
+ts_status ts_chat_template_load_with(const char *config, const char *jinja, const ts_tok *tok,
+                                     ts_chat_template **out, ts_error *err);
+/* A GGUF's tokenizer.chat_template with the bos/eos spellings of its tokenizer tok (ChatML when
+ * it has none and tok has <|im_start|>). */
+struct ts_gguf;
+ts_status ts_chat_template_gguf(const struct ts_gguf *g, const ts_tok *tok, ts_chat_template **out, ts_error *err);
+/* What `tessera template MODEL|FILE` reads: a directory with tokenizer_config.json (or
+ * chat_template.jinja; its tokenizer.json decides the ChatML fallback), a tokenizer_config.json,
+ * a .gguf or a .jinja file; override (may be NULL) is a .jinja file that replaces the
+ * template, keeping the special tokens of path. */
+ts_status ts_chat_template_open(const char *path, const char *override, ts_chat_template **out, ts_error *err);
 void ts_chat_template_free(ts_chat_template *t);
 
 /* Where the template came from ("tokenizer_config.json chat_template", "ChatML fallback"...). */
