@@ -393,7 +393,7 @@ static int arith(ev *e, int op, jv a, jv b, jv *out) {
 
 static int contains(ev *e, jv container, jv item, int *out) {
     switch (container.k) {
-    case JV_UNDEF: return undefined_error(e, container);
+    case JV_UNDEF: *out = 0; return 0; /* jinja2's Undefined iterates as empty */
     case JV_STR:
         if (item.k == JV_UNDEF) return undefined_error(e, item);
         if (item.k != JV_STR)
