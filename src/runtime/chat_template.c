@@ -436,8 +436,10 @@ ts_status ts_chat_render_json(const ts_chat_template *t, const json_t *messages,
     }
     json_decref(ms);
     ts_status st;
+    size_t n = 0;
     if (oom) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-    else st = ts_jinja_render(t->j, g, t->now >= 0 ? t->now : local_now(), NULL, out, len, err);
+    else st = ts_jinja_render(t->j, g, t->now >= 0 ? t->now : local_now(), NULL, out, &n, err);
+    if (len) *len = n;
     json_decref(g);
     return st;
 }
