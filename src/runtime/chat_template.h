@@ -70,7 +70,7 @@ int64_t ts_chat_parse_date(const char *text, const char *what, ts_error *err);
  * through); tools: a JSON array or NULL (then none in the template); vars: a JSON object of
  * extra template variables (enable_thinking, date_string, ...; they override the special
  * tokens) or NULL. *out: malloc'd, NUL-terminated. A raise_exception in the template is
- * TS_ERR_ARG with the template's message. */
+ * TS_ERR_ARG with the template's message. len may be NULL. */
 ts_status ts_chat_render_json(const ts_chat_template *t, const json_t *messages, const json_t *tools,
                               const json_t *vars, int add_generation_prompt, char **out, size_t *len,
                               ts_error *err);
