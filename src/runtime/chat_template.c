@@ -187,9 +187,12 @@ ts_status ts_chat_template_load_with(const char *config, const char *jinja, cons
             json_error_t je;
             root = json_loadb(buf, len, JSON_DECODE_INT_AS_REAL, &je);
             free(buf);
-            if (!root || !json_is_object(root))
-                st = ts_fail(err, TS_ERR_FORMAT, "%s: %s at line %d column %d: %s", config,
-                             root ? "not a JSON object" : "invalid JSON", je.line, je.column, root ? "" : je.text);
+            if (!root)
+                st = ts_fail(err, TS_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", config, je.line,
+                             je.column, je.text);
+            else if (!json_is_object(root))
+                st = ts_fail(err, TS_ERR_FORMAT, "%s: the document is %s, expected an object", config,
+                             ts_json_type_name(root));
         }
         if (!st && !(sp = json_object())) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
         for (size_t i = 0; !st && i < sizeof k_special_keys / sizeof k_special_keys[0]; i++) {
