@@ -34,6 +34,19 @@ ts_status ts_chat_template_new(const char *tmpl, const char *bos, const char *eo
                                const char *what, ts_chat_template **out, ts_error *err);
 /* A .jinja file given with --chat-template, with the special tokens of tok (may be NULL). */
 ts_status ts_chat_template_file(const char *path, const ts_tok *tok, ts_chat_template **out, ts_error *err);
+/* tokenizer_config.json at config (the special tokens; it may be missing) with the template
+ * of jinja (a --chat-template file) when non-NULL, else found as ts_chat_template_load does. */
+ts_status ts_chat_template_load_with(const char *config, const char *jinja, const ts_tok *tok,
+                                     ts_chat_template **out, ts_error *err);
+/* A GGUF's tokenizer.chat_template with the bos/eos spellings of its tokenizer tok (ChatML when
+ * it has none and tok has <|im_start|>). */
+struct ts_gguf;
+ts_status ts_chat_template_gguf(const struct ts_gguf *g, const ts_tok *tok, ts_chat_template **out, ts_error *err);
+/* What `tessera template MODEL|FILE` reads: a directory with tokenizer_config.json (or
+ * chat_template.jinja; its tokenizer.json decides the ChatML fallback), a tokenizer_config.json,
+ * a .gguf or a .jinja file; override (may be NULL) is a .jinja file that replaces the
+ * template, keeping the special tokens of path. */
+ts_status ts_chat_template_open(const char *path, const char *override, ts_chat_template **out, ts_error *err);
 void ts_chat_template_free(ts_chat_template *t);
 
 /* Where the template came from ("tokenizer_config.json chat_template", "ChatML fallback"...). */
@@ -57,7 +70,7 @@ int64_t ts_chat_parse_date(const char *text, const char *what, ts_error *err);
  * through); tools: a JSON array or NULL (then none in the template); vars: a JSON object of
  * extra template variables (enable_thinking, date_string, ...; they override the special
  * tokens) or NULL. *out: malloc'd, NUL-terminated. A raise_exception in the template is
- * TS_ERR_ARG with the template's message. */
+ * TS_ERR_ARG with the template's message. len may be NULL. */
 ts_status ts_chat_render_json(const ts_chat_template *t, const json_t *messages, const json_t *tools,
                               const json_t *vars, int add_generation_prompt, char **out, size_t *len,
                               ts_error *err);
