@@ -82,7 +82,7 @@ static void test_budgets(void) {
         ts_status st;
         const char *needle;
     } cases[] = {
-        {"{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", TS_ERR_UNSUPPORTED, "step"},
+        {"{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", TS_ERR_UNSUPPORTED, "budget"},
         {"{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", TS_ERR_UNSUPPORTED, "nested"},
         {"{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
          TS_ERR_UNSUPPORTED, "memory"},

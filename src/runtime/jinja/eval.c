@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "runtime/jinja/ast.h"
+#include "runtime/jinja/builtins_impl.h"
 
 typedef struct scope {
     struct scope *parent;
@@ -139,32 +140,10 @@ static int get_attr(ev *e, jv obj, const char *name, jv *out) {
     return 0;
 }
 
+/* obj[key]: jinja2's getitem (subscript, then attribute), the loop object's attributes too. */
 static int get_item(ev *e, jv obj, jv key, jv *out) {
-    if (obj.k == JV_UNDEF) return undefined_error(e, obj);
-    if (obj.k == JV_DICT || obj.k == JV_NS) {
-        const jv *v = jv_dict_get(&obj, key);
-        if (v) {
-            *out = *v;
-            return 0;
-        }
-    } else if ((obj.k == JV_LIST || obj.k == JV_STR) && (key.k == JV_INT || key.k == JV_BOOL)) {
-        int64_t i = key.k == JV_INT ? key.u.i : key.u.b;
-        int64_t n = obj.k == JV_LIST ? (int64_t)obj.u.l->n : (int64_t)obj.u.s->nchars;
-        if (i < 0) i += n;
-        if (i >= 0 && i < n) {
-            if (obj.k == JV_LIST) {
-                *out = obj.u.l->items[i];
-                return 0;
-            }
-            size_t a = jutf8_offset(obj.u.s, (size_t)i), b = jutf8_offset(obj.u.s, (size_t)i + 1);
-            return jv_str(e->c, obj.u.s->s + a, b - a, out);
-        }
-        *out = jv_undef(hintf(e->c, "'", jv_type_name(obj), " object' has no element ", "at that index", ""));
-        return 0;
-    }
-    if (key.k == JV_STR) return get_attr(e, obj, key.u.s->s, out);
-    *out = jv_undef(hintf(e->c, "'", jv_type_name(obj), " object' has no element of that key", "", ""));
-    return 0;
+    if (obj.k == JV_LOOP && key.k == JV_STR) return loop_attr(e, obj, key.u.s->s, out);
+    return jb_getitem(e->c, obj, key, out);
 }
 
 static int slice_bound(ev *e, const jnode *n, int64_t *v, int *present) {
@@ -225,7 +204,7 @@ static int eval_slice(ev *e, const jnode *n, jv *out) {
         *out = jv_undef(hintf(e->c, "'", jv_type_name(obj), " object' cannot be sliced", "", ""));
         return 0;
     }
-    int64_t len = obj.k == JV_LIST ? (int64_t)obj.u.l->n : (int64_t)obj.u.s->nchars, a, cnt, st;
+    int64_t len = obj.k == JV_LIST ? (int64_t)obj.u.l->n : (int64_t)obj.u.s->nchars, a = 0, cnt = 0, st = 1;
     if (slice_indices(e, n, len, &a, &cnt, &st) || jcharge(e->c, (uint64_t)cnt)) return -1;
     if (obj.k == JV_LIST) {
         if (jv_list(e->c, (size_t)cnt, NULL, obj.u.l->tuple, out)) return -1;
@@ -371,7 +350,7 @@ static int arith(ev *e, int op, jv a, jv b, jv *out) {
         }
         return jbuf_to_str(&buf, out);
     }
-    if (op == JOP_ADD && a.k == JV_LIST && b.k == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (op == JOP_ADD && a.k == JV_LIST && b.k == JV_LIST && !a.u.l->tuple == !b.u.l->tuple) {
         size_t n = a.u.l->n + b.u.l->n;
         if (jcharge(e->c, n) || jv_list(e->c, n, NULL, a.u.l->tuple, out)) return -1;
         if (a.u.l->n) memcpy(out->u.l->items, a.u.l->items, a.u.l->n * sizeof(jv));

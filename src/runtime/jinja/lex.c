@@ -282,7 +282,8 @@ static size_t lex_number(lexer *L, jtok *t, const char *s, size_t n) {
     }
     if (i + 1 < n && s[i] == '.' && s[i + 1] >= '0' && s[i + 1] <= '9') {
         is_float = 1;
-        buf[b++] = s[i++];
+        if (b < sizeof buf - 1) buf[b++] = s[i];
+        i++;
         while (i < n && ((s[i] >= '0' && s[i] <= '9') || s[i] == '_')) {
             if (s[i] != '_' && b < sizeof buf - 1) buf[b++] = s[i];
             i++;
@@ -294,7 +295,7 @@ static size_t lex_number(lexer *L, jtok *t, const char *s, size_t n) {
         if (j < n && s[j] >= '0' && s[j] <= '9') {
             is_float = 1;
             if (b < sizeof buf - 1) buf[b++] = 'e';
-            for (size_t k = i + 1; k < j; k++) buf[b++] = s[k];
+            for (size_t k = i + 1; k < j && b < sizeof buf - 1; k++) buf[b++] = s[k];
             i = j;
             while (i < n && ((s[i] >= '0' && s[i] <= '9') || s[i] == '_')) {
                 if (s[i] != '_' && b < sizeof buf - 1) buf[b++] = s[i];

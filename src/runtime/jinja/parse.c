@@ -1,6 +1,7 @@
 /* Tokens -> syntax tree, by recursive descent with jinja2's grammar and precedence:
  * conditional < or < and < not < comparisons (chained, in, not in) < + - < ~ < * / // % < **
  * < unary - + < postfix (.attr [item] [a:b:c] call) and then filters / tests / calls. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,10 +42,13 @@ static const char *tok_desc(const jtok *t, char *buf, size_t n) {
     }
 }
 
-static void *perr(parser *P, const jtok *t, const char *fmt, const char *a) TS_PRINTF(3, 0);
-static void *perr(parser *P, const jtok *t, const char *fmt, const char *a) {
+static void *perr(parser *P, const jtok *t, const char *fmt, ...) TS_PRINTF(3, 4);
+static void *perr(parser *P, const jtok *t, const char *fmt, ...) {
     char msg[300];
-    snprintf(msg, sizeof msg, fmt, a);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     ts_fail(P->err, TS_ERR_FORMAT, "%s:%d:%d: template syntax error: %s", P->what, t->line, t->col, msg);
     return NULL;
 }
