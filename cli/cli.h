@@ -19,6 +19,7 @@ int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* Prints "tessera CMD: error: MSG" and returns the exit code for s. */
 int cli_fail(const char *cmd, ts_status s, const ts_error *err);

@@ -21,6 +21,7 @@ static const struct {
     {"quantize", cmd_quantize, "write a model's weights as a Q8_0 / Q4_0 GGUF that tessera and llama.cpp load"},
     {"run", cmd_run, "generate text from a prompt, streamed as it is produced"},
     {"chat", cmd_chat, "multi-turn chat with the model's chat template (stdin, one line a turn)"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server over a model or deployment (/v1/chat/completions, ...)"},
     {"template", cmd_template, "print what a model's chat template makes of a conversation (messages JSON)"},
 };
 

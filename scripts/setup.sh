@@ -3,8 +3,9 @@
 # packages already present are not fetched again, so it is cheap to run before every build.
 set -euo pipefail
 
-# time: GNU time, the peak RSS column of `make deploy-all`.
-DEBS=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev clang libclang-rt-14-dev time python3)
+# time: GNU time, the peak RSS column of `make deploy-all`. libmicrohttpd-dev: tessera serve's
+# HTTP layer; curl: the serve tests' client.
+DEBS=(build-essential cmake pkg-config libjansson-dev libpcre2-dev libutf8proc-dev libssl-dev libmicrohttpd-dev curl clang libclang-rt-14-dev time python3)
 
 missing=()
 for p in "${DEBS[@]}"; do

@@ -105,7 +105,7 @@ void ts_gen_free(ts_gen *g) {
 }
 
 void ts_gen_reset(ts_gen *g) {
-    ts_cpu_reset(g->cpu);
+    if (g->cpu) ts_cpu_reset(g->cpu);
     ts_sampler_reset(g->sampler);
 }
 
@@ -115,18 +115,60 @@ const int32_t *ts_gen_tokens(const ts_gen *g, int *n_kept, int *n_total) {
     return g->toks;
 }
 
+void ts_gen_begin(ts_gen *g, const int32_t *prompt, int n) {
+    g->n_kept = g->n_total = 0;
+    for (int i = 0; i < n; i++) ts_sampler_accept(g->sampler, prompt[i]);
+    ts_tok_stream_reset(g->stream);
+    ts_stopper_reset(g->stopper);
+}
+
+ts_status ts_gen_next(ts_gen *g, float *logits, int n_past, int32_t *id_out, int *done, ts_gen_stop *why,
+                      ts_error *err) {
+    *done = 1;
+    /* Embedding rows past the tokenizer (vocab padded to a multiple of 64/128) have no text;
+     * trained models never pick them, random-weight ones would, and could not print them. */
+    for (int i = g->n_text; i < g->n_vocab; i++) logits[i] = -INFINITY;
+    int32_t id = ts_sampler_sample(g->sampler, logits);
+    *id_out = id;
+    g->toks[g->n_total++] = id;
+    if (is_eos(g, id)) {
+        *why = TS_GEN_STOP_EOS;
+        return TS_OK;
+    }
+    g->n_kept++;
+    ts_sampler_accept(g->sampler, id);
+    const char *text;
+    size_t len;
+    ts_status s = ts_tok_stream_feed(g->stream, id, &text, &len, err);
+    if (s) return s;
+    if (ts_stopper_feed(g->stopper, text, len)) *why = TS_GEN_STOP_STRING;
+    else if (g->n_kept >= g->o.max_tokens) *why = TS_GEN_STOP_MAX;
+    else if (n_past >= g->o.n_ctx) *why = TS_GEN_STOP_CTX;
+    else *done = 0;
+    return TS_OK;
+}
+
+ts_gen_stop ts_gen_end(ts_gen *g, ts_gen_stop why) {
+    if (why == TS_GEN_STOP_STRING) return why;
+    /* A character cut by the last token comes out as U+FFFD, as HF's lossy decode. */
+    size_t len;
+    const char *tail = ts_tok_stream_flush(g->stream, &len);
+    if (ts_stopper_feed(g->stopper, tail, len)) return TS_GEN_STOP_STRING;
+    ts_stopper_flush(g->stopper);
+    return why;
+}
+
 ts_status ts_gen_run(ts_gen *g, const int32_t *prompt, int n, ts_gen_result *res, ts_error *err) {
     memset(res, 0, sizeof *res);
     g->n_kept = g->n_total = 0;
+    if (!g->cpu) return ts_fail(err, TS_ERR_ARG, "generate: a generator made without a cpu session cannot run");
     int past = ts_cpu_n_past(g->cpu);
     if (n < 1) return ts_fail(err, TS_ERR_ARG, "generate: empty prompt");
     if (n > g->o.n_ctx - past)
         return ts_fail(err, TS_ERR_ARG,
                        "generate: prompt of %d tokens does not fit the context (%d of %d used); "
                        "raise --ctx", n, past, g->o.n_ctx);
-    for (int i = 0; i < n; i++) ts_sampler_accept(g->sampler, prompt[i]);
-    ts_tok_stream_reset(g->stream);
-    ts_stopper_reset(g->stopper);
+    ts_gen_begin(g, prompt, n);
     double t0 = ts_now_s();
     ts_status s = ts_cpu_forward(g->cpu, prompt, n, g->logits, 0, NULL, err);
     if (s) return s;
@@ -135,44 +177,14 @@ ts_status ts_gen_run(ts_gen *g, const int32_t *prompt, int n, ts_gen_result *res
     res->prompt_s = t1 - t0;
     ts_gen_stop why = TS_GEN_STOP_MAX;
     for (;;) {
-        /* Embedding rows past the tokenizer (vocab padded to a multiple of 64/128) have no text;
-         * trained models never pick them, random-weight ones would, and could not print them. */
-        for (int i = g->n_text; i < g->n_vocab; i++) g->logits[i] = -INFINITY;
-        int32_t id = ts_sampler_sample(g->sampler, g->logits);
-        if (is_eos(g, id)) {
-            g->toks[g->n_total++] = id;
-            why = TS_GEN_STOP_EOS;
-            break;
-        }
-        g->toks[g->n_total++] = id;
-        g->n_kept++;
-        ts_sampler_accept(g->sampler, id);
-        const char *text;
-        size_t len;
-        s = ts_tok_stream_feed(g->stream, id, &text, &len, err);
-        if (s) break;
-        if (ts_stopper_feed(g->stopper, text, len)) {
-            why = TS_GEN_STOP_STRING;
-            break;
-        }
-        if (g->n_kept >= g->o.max_tokens) {
-            why = TS_GEN_STOP_MAX;
-            break;
-        }
-        if (ts_cpu_n_past(g->cpu) >= g->o.n_ctx) {
-            why = TS_GEN_STOP_CTX;
-            break;
-        }
+        int32_t id;
+        int done;
+        s = ts_gen_next(g, g->logits, ts_cpu_n_past(g->cpu), &id, &done, &why, err);
+        if (s || done) break;
         s = ts_cpu_forward(g->cpu, &id, 1, g->logits, 0, NULL, err);
         if (s) break;
     }
-    if (!s && why != TS_GEN_STOP_STRING) {
-        /* A character cut by the last token comes out as U+FFFD, as HF's lossy decode. */
-        size_t len;
-        const char *tail = ts_tok_stream_flush(g->stream, &len);
-        if (!ts_stopper_feed(g->stopper, tail, len)) ts_stopper_flush(g->stopper);
-        else why = TS_GEN_STOP_STRING;
-    }
+    if (!s) why = ts_gen_end(g, why);
     res->n_gen = g->n_kept;
     res->gen_s = ts_now_s() - t1;
     res->stop = why;

@@ -40,7 +40,8 @@ typedef struct ts_gen_result {
 
 typedef struct ts_gen ts_gen;
 
-/* c, m, t are borrowed and must outlive the generator; t's vocabulary must fit the model's. */
+/* c, m, t are borrowed and must outlive the generator; t's vocabulary must fit the model's.
+ * c may be NULL for a generator driven from outside (ts_gen_begin/next/end below). */
 ts_status ts_gen_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const ts_gen_opts *o,
                      ts_gen **out, ts_error *err);
 void ts_gen_free(ts_gen *g);
@@ -54,5 +55,20 @@ ts_status ts_gen_run(ts_gen *g, const int32_t *prompt, int n, ts_gen_result *res
 const int32_t *ts_gen_tokens(const ts_gen *g, int *n_kept, int *n_total);
 /* Empties the KV cache and the sampler's context. */
 void ts_gen_reset(ts_gen *g);
+
+/* ---- generation driven from outside ----
+ * The server runs the model for many generators at once (one batched decode step over all of
+ * them), so it cannot call ts_gen_run; it drives the same per-token logic ts_gen_run is made
+ * of. ts_gen_begin takes the prompt (the sampler's penalty context; text streams restart), then
+ * each ts_gen_next takes the logits of the sequence's last position: it samples, checks EOS,
+ * streams the token's text through the stop filter (on_text), then max tokens and the context.
+ * *done == 0: *id must be appended to the sequence and its logits passed next; *done == 1: the
+ * generation is over for *why, and ts_gen_end flushes the text held back and returns the final
+ * reason (a stop string can still complete in the flushed tail). */
+void ts_gen_begin(ts_gen *g, const int32_t *prompt, int n);
+/* logits (n_vocab, modified); n_past: positions the sequence's cache holds now. */
+ts_status ts_gen_next(ts_gen *g, float *logits, int n_past, int32_t *id, int *done, ts_gen_stop *why,
+                      ts_error *err);
+ts_gen_stop ts_gen_end(ts_gen *g, ts_gen_stop why);
 
 #endif

@@ -126,6 +126,7 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
     /* The model's own template (a GGUF's tokenizer.chat_template, else tokenizer_config.json
      * or chat_template.jinja beside the tokenizer) or the --chat-template file, with the
      * special tokens of the tokenizer in use. */
+    int tmpl_from = !st; /* the status below is the template's own */
     if (!st && need_template && from_gguf) {
         st = o->chat_template ? ts_chat_template_file(o->chat_template, s->tok, &s->tmpl, err)
                               : ts_chat_template_gguf(s->m->gguf, s->tok, &s->tmpl, err);
@@ -133,6 +134,8 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
         snprintf(path, sizeof path, "%s/tokenizer_config.json", tokdir);
         st = ts_chat_template_load_with(path, o->chat_template, s->tok, &s->tmpl, err);
     }
+    /* 2: a template when the model has one (the server's chat endpoint), none otherwise. */
+    if (tmpl_from && st == TS_ERR_UNSUPPORTED && need_template == 2 && !o->chat_template) st = TS_OK;
     if (!st && s->tmpl && o->now >= 0) ts_chat_template_set_now(s->tmpl, o->now);
     if (!st) {
         const ts_config *cf = ts_model_config(s->m);
@@ -202,6 +205,11 @@ void ts_session_close(ts_session *s) {
 }
 
 size_t ts_session_copied_bytes(const ts_session *s) { return ts_cpu_converted_bytes(s->cpu); }
+ts_cpu *ts_session_cpu(ts_session *s) { return s->cpu; }
+const ts_model *ts_session_model(const ts_session *s) { return s->m; }
+int ts_session_n_ctx(const ts_session *s) { return s->o.n_ctx; }
+const char *ts_session_ctx_source(const ts_session *s) { return s->ctx_src; }
+int ts_session_threads(const ts_session *s) { return ts_cpu_threads(s->cpu); }
 const ts_tok *ts_session_tok(const ts_session *s) { return s->tok; }
 const ts_chat_template *ts_session_template(const ts_session *s) { return s->tmpl; }
 int ts_session_reused(const ts_session *s) { return s->reused; }

@@ -39,8 +39,9 @@ void ts_session_opts_default(ts_session_opts *o);
 
 typedef struct ts_session ts_session;
 
-/* on_text gets generated text as it is produced. need_template: load the chat template too
- * (an error if the model has none and no ChatML fallback applies). Refused before the KV
+/* on_text gets generated text as it is produced. need_template: 1 load the chat template too
+ * (an error if the model has none and no ChatML fallback applies), 2 load it when there is
+ * one (ts_session_template is NULL when not), 0 not at all. Refused before the KV
  * cache is allocated: --ctx beyond max_position_embeddings (TS_ERR_ARG, both numbers named)
  * and a session larger than the memory available (TS_ERR_NOMEM, model/memory.h). */
 ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_fn on_text,
@@ -51,6 +52,16 @@ const ts_tok *ts_session_tok(const ts_session *s);
 /* Bytes of weights the session copied at load (--weights copy, or non-BF16 checkpoints). */
 size_t ts_session_copied_bytes(const ts_session *s);
 const ts_chat_template *ts_session_template(const ts_session *s);
+/* The session's pieces, for a caller that drives the target itself (the server's scheduler
+ * runs its own sequences on the session's cpu target; the session's own generator is then
+ * unused). */
+ts_cpu *ts_session_cpu(ts_session *s);
+const ts_model *ts_session_model(const ts_session *s);
+int ts_session_threads(const ts_session *s);
+/* The context (positions) and where it came from ("--ctx 512", "max_position_embeddings in
+ * DIR/config.json", or the 4096 default), for messages. */
+int ts_session_n_ctx(const ts_session *s);
+const char *ts_session_ctx_source(const ts_session *s);
 
 /* Generates a continuation of raw text (BOS added when the tokenizer has one), from an empty
  * cache. A prompt that does not fit the context is TS_ERR_ARG naming the context and where

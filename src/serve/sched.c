@@ -1,0 +1,495 @@
+/* The scheduler thread. Locking: one mutex guards the queue, the slots' request pointers and
+ * every request's shared fields (output text, done, cancelled, refs); the thread never holds
+ * it while the model runs, so connections append, cancel and read while a step computes.
+ *
+ * The model side goes through the eng_* functions below: the several-sequences API of
+ * target/cpu/cpu_target.h (ts_cpu_seq_*, ts_cpu_forward_seq, ts_cpu_decode_batch) when
+ * TS_SERVE_CPU_SEQ is 1, else one slot on the session's own KV cache (ts_cpu_forward), which
+ * gives the same numbers for one sequence. */
+#include "serve/sched.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "model/memory.h"
+#include "runtime/generate.h"
+
+#ifndef TS_SERVE_CPU_SEQ
+#define TS_SERVE_CPU_SEQ 0 /* 1 once ts_cpu_seq_* are implemented (branch h-batch) */
+#endif
+
+/* ---- the model side ---- */
+#if TS_SERVE_CPU_SEQ
+typedef ts_cpu_seq eng_seq;
+static int eng_max_slots(int want) { return want; }
+static ts_status eng_seq_new(ts_cpu *c, int n_ctx, eng_seq **out, ts_error *err) {
+    return ts_cpu_seq_new(c, n_ctx, out, err);
+}
+static void eng_seq_free(ts_cpu *c, eng_seq *q) {
+    (void)c;
+    ts_cpu_seq_free(q);
+}
+static int eng_n_past(ts_cpu *c, eng_seq *q) {
+    (void)c;
+    return ts_cpu_seq_n_past(q);
+}
+static void eng_reset(ts_cpu *c, eng_seq *q) {
+    (void)c;
+    ts_cpu_seq_truncate(q, 0);
+}
+static ts_status eng_prefill(ts_cpu *c, eng_seq *q, const int32_t *t, int n, float *logits, ts_error *err) {
+    return ts_cpu_forward_seq(c, q, t, n, logits, 0, err);
+}
+static ts_status eng_decode(ts_cpu *c, eng_seq *const *qs, const int32_t *t, int B, float *logits, ts_error *err) {
+    return ts_cpu_decode_batch(c, qs, t, B, logits, err);
+}
+#else
+typedef struct eng_seq {
+    int unused;
+} eng_seq;
+static int eng_max_slots(int want) {
+    (void)want;
+    return 1;
+}
+static ts_status eng_seq_new(ts_cpu *c, int n_ctx, eng_seq **out, ts_error *err) {
+    (void)c;
+    (void)n_ctx;
+    *out = calloc(1, sizeof **out);
+    return *out ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory");
+}
+static void eng_seq_free(ts_cpu *c, eng_seq *q) {
+    (void)c;
+    free(q);
+}
+static int eng_n_past(ts_cpu *c, eng_seq *q) {
+    (void)q;
+    return ts_cpu_n_past(c);
+}
+static void eng_reset(ts_cpu *c, eng_seq *q) {
+    (void)q;
+    ts_cpu_reset(c);
+}
+static ts_status eng_prefill(ts_cpu *c, eng_seq *q, const int32_t *t, int n, float *logits, ts_error *err) {
+    (void)q;
+    return ts_cpu_forward(c, t, n, logits, 0, NULL, err);
+}
+static ts_status eng_decode(ts_cpu *c, eng_seq *const *qs, const int32_t *t, int B, float *logits, ts_error *err) {
+    (void)qs;
+    if (B != 1) return ts_fail(err, TS_ERR_ARG, "serve: %d sequences in one step without the batch API", B);
+    return ts_cpu_forward(c, t, 1, logits, 0, NULL, err);
+}
+#endif
+
+/* ---- requests ---- */
+
+struct ts_sreq {
+    ts_sched *s;
+    int refs;
+    pthread_cond_t cv;
+    int32_t *prompt;
+    int n_prompt;
+    ts_gen *gen;
+    char *out; /* text produced and not yet taken */
+    size_t out_len, out_cap;
+    int oom;
+    int done, cancelled;
+    ts_sreq_result res;
+    double t_arrival;
+    struct ts_sreq *next; /* queue link */
+};
+
+typedef struct slot {
+    eng_seq *seq;
+    ts_sreq *r; /* NULL: free */
+    int32_t next; /* sampled, to be appended next step */
+    int prefilled;
+    double t_first;
+} slot;
+
+struct ts_sched {
+    ts_cpu *cpu;
+    const ts_model *m;
+    const ts_tok *tok;
+    int32_t eos[16];
+    int n_eos;
+    ts_sched_opts o;
+    ts_smetrics *metrics;
+    int n_vocab;
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* a request arrived, was cancelled, or draining began */
+    pthread_cond_t idle; /* queue and slots empty */
+    pthread_t th;
+    int started;
+    int draining, quit;
+    ts_sreq *qhead, *qtail;
+    int n_queued, n_active;
+    slot *slots;
+    int n_slots;
+    /* the step's buffers (scheduler thread only) */
+    float *logits; /* (n_slots, n_vocab) */
+    eng_seq **bseqs;
+    int32_t *btok;
+    int *bslot;
+};
+
+static void req_free(ts_sreq *r) {
+    ts_gen_free(r->gen);
+    free(r->prompt);
+    free(r->out);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* With s->mu held. */
+static void req_unref(ts_sreq *r) {
+    if (--r->refs == 0) req_free(r);
+}
+
+/* The generator's text, on the scheduler thread. */
+static void on_text(void *user, const char *text, size_t len) {
+    ts_sreq *r = user;
+    ts_sched *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    if (!r->cancelled) {
+        if (r->out_len + len + 1 > r->out_cap) {
+            size_t cap = r->out_cap ? r->out_cap * 2 : 256;
+            while (cap < r->out_len + len + 1) cap *= 2;
+            char *p = realloc(r->out, cap);
+            if (p) {
+                r->out = p;
+                r->out_cap = cap;
+            } else r->oom = 1;
+        }
+        if (!r->oom) {
+            memcpy(r->out + r->out_len, text, len);
+            r->out_len += len;
+        }
+        pthread_cond_signal(&r->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_error *err) {
+    *out = NULL;
+    if (p->n_prompt < 1 || p->n_prompt > s->o.n_ctx)
+        return ts_fail(err, TS_ERR_ARG, "prompt of %d tokens, expected 1..%d", p->n_prompt, s->o.n_ctx);
+    ts_sreq *r = calloc(1, sizeof *r);
+    if (!r) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    if (pthread_cond_init(&r->cv, NULL)) {
+        free(r);
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    }
+    r->s = s;
+    r->refs = 1;
+    r->t_arrival = ts_now_s();
+    r->n_prompt = p->n_prompt;
+    r->res.n_prompt = p->n_prompt;
+    r->prompt = malloc(sizeof(int32_t) * (size_t)p->n_prompt);
+    ts_status st = r->prompt ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    if (!st) {
+        memcpy(r->prompt, p->prompt, sizeof(int32_t) * (size_t)p->n_prompt);
+        /* `tessera run`'s cap: the last token sampled is never fed back, so a prompt of P
+         * tokens leaves room for n_ctx - P + 1 of them. */
+        int room = s->o.n_ctx - p->n_prompt + 1;
+        ts_gen_opts go = {p->max_tokens < room ? p->max_tokens : room, s->o.n_ctx, p->sample, p->stop, p->n_stop,
+                          s->eos, s->n_eos, on_text, r};
+        st = ts_gen_new(NULL, s->m, s->tok, &go, &r->gen, err);
+    }
+    if (st) {
+        req_free(r);
+        return st;
+    }
+    *out = r;
+    return TS_OK;
+}
+
+int ts_sched_submit(ts_sched *s, ts_sreq *r) {
+    pthread_mutex_lock(&s->mu);
+    /* Requests in the queue that free slots will take at the next step do not count. */
+    int rc = s->draining ? 2 : s->n_queued >= s->o.max_queue + (s->n_slots - s->n_active) ? 1 : 0;
+    if (!rc) {
+        r->refs++;
+        r->next = NULL;
+        if (s->qtail) s->qtail->next = r;
+        else s->qhead = r;
+        s->qtail = r;
+        s->n_queued++;
+        ts_smetrics_set_queue(s->metrics, s->n_queued, s->n_active, s->n_slots);
+        pthread_cond_signal(&s->work);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int ts_sreq_wait(ts_sreq *r, int timeout_ms, char **text, size_t *len) {
+    ts_sched *s = r->s;
+    *text = NULL;
+    *len = 0;
+    pthread_mutex_lock(&s->mu);
+    if (!r->out_len && !r->done && timeout_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&r->cv, &s->mu, &ts);
+    }
+    if (r->out_len) {
+        /* hand over the buffer itself: the scheduler starts a new one */
+        *text = r->out;
+        *len = r->out_len;
+        r->out[r->out_len] = 0;
+        r->out = NULL;
+        r->out_len = r->out_cap = 0;
+    }
+    int over = r->done;
+    pthread_mutex_unlock(&s->mu);
+    return over;
+}
+
+void ts_sreq_cancel(ts_sreq *r) {
+    ts_sched *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    if (!r->done) {
+        r->cancelled = 1;
+        pthread_cond_signal(&s->work);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+void ts_sreq_release(ts_sreq *r) {
+    if (!r) return;
+    ts_sched *s = r->s;
+    pthread_mutex_lock(&s->mu);
+    if (!r->done) r->cancelled = 1;
+    req_unref(r);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void ts_sreq_result_get(ts_sreq *r, ts_sreq_result *out) {
+    pthread_mutex_lock(&r->s->mu);
+    *out = r->res;
+    pthread_mutex_unlock(&r->s->mu);
+}
+
+/* ---- the thread ---- */
+
+/* With s->mu held: the request is over; the scheduler lets go of it and of its slot. */
+static void finish_locked(ts_sched *s, slot *sl, ts_sreq *r) {
+    r->done = 1;
+    if (r->oom && !r->res.failed) {
+        r->res.failed = 1;
+        snprintf(r->res.error, sizeof r->res.error, "out of memory keeping the reply text");
+    }
+    pthread_cond_broadcast(&r->cv);
+    if (sl) {
+        sl->r = NULL;
+        s->n_active--;
+    }
+    req_unref(r);
+    if (!s->n_active && !s->n_queued) pthread_cond_broadcast(&s->idle);
+}
+
+static void finish(ts_sched *s, slot *sl, ts_gen_stop why, const ts_status *st, const ts_error *err) {
+    ts_sreq *r = sl->r;
+    int n_kept = 0;
+    if (!st || !*st) why = ts_gen_end(r->gen, why); /* the text held back for stop strings */
+    ts_gen_tokens(r->gen, &n_kept, NULL);
+    double now = ts_now_s();
+    eng_reset(s->cpu, sl->seq);
+    pthread_mutex_lock(&s->mu);
+    r->res.n_gen = n_kept;
+    r->res.by_length = why == TS_GEN_STOP_MAX || why == TS_GEN_STOP_CTX;
+    if (st && *st) {
+        r->res.failed = 1;
+        snprintf(r->res.error, sizeof r->res.error, "%s", err->msg);
+    }
+    finish_locked(s, sl, r);
+    ts_smetrics_set_queue(s->metrics, s->n_queued, s->n_active, s->n_slots);
+    pthread_mutex_unlock(&s->mu);
+    ts_smetrics_tokens(s->metrics, 0, n_kept);
+    if (n_kept > 1 && now > sl->t_first) ts_smetrics_decode_rate(s->metrics, (n_kept - 1) / (now - sl->t_first));
+}
+
+static void *sched_main(void *arg) {
+    ts_sched *s = arg;
+    ts_error err;
+    for (;;) {
+        pthread_mutex_lock(&s->mu);
+        while (!s->quit && !s->qhead && !s->n_active) pthread_cond_wait(&s->work, &s->mu);
+        if (s->quit && !s->qhead && !s->n_active) {
+            pthread_mutex_unlock(&s->mu);
+            break;
+        }
+        /* Clients that left: a queued request goes, a slot frees now. */
+        for (ts_sreq **pp = &s->qhead; *pp;) {
+            ts_sreq *r = *pp;
+            if (r->cancelled) {
+                *pp = r->next;
+                s->n_queued--;
+                finish_locked(s, NULL, r);
+            } else pp = &r->next;
+        }
+        s->qtail = NULL;
+        for (ts_sreq *r = s->qhead; r; r = r->next) s->qtail = r;
+        int n_cancel = 0;
+        for (int i = 0; i < s->n_slots; i++)
+            if (s->slots[i].r && s->slots[i].r->cancelled) n_cancel++;
+        /* Admission: FIFO into free slots. */
+        for (int i = 0; i < s->n_slots && s->qhead; i++) {
+            if (s->slots[i].r) continue;
+            ts_sreq *r = s->qhead;
+            s->qhead = r->next;
+            if (!s->qhead) s->qtail = NULL;
+            s->n_queued--;
+            s->slots[i].r = r;
+            s->slots[i].prefilled = 0;
+            s->n_active++;
+        }
+        ts_smetrics_set_queue(s->metrics, s->n_queued, s->n_active, s->n_slots);
+        pthread_mutex_unlock(&s->mu);
+
+        if (n_cancel)
+            for (int i = 0; i < s->n_slots; i++) {
+                slot *sl = &s->slots[i];
+                if (!sl->r) continue;
+                pthread_mutex_lock(&s->mu);
+                int c = sl->r->cancelled;
+                pthread_mutex_unlock(&s->mu);
+                if (c) finish(s, sl, TS_GEN_STOP_EOS, NULL, NULL);
+            }
+
+        /* Prefill the newly admitted slots; each samples its first token. */
+        for (int i = 0; i < s->n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (!sl->r || sl->prefilled) continue;
+            ts_sreq *r = sl->r;
+            eng_reset(s->cpu, sl->seq);
+            ts_gen_begin(r->gen, r->prompt, r->n_prompt);
+            float *lg = s->logits;
+            ts_status st = eng_prefill(s->cpu, sl->seq, r->prompt, r->n_prompt, lg, &err);
+            int done = 1;
+            ts_gen_stop why = TS_GEN_STOP_EOS;
+            if (!st) st = ts_gen_next(r->gen, lg, eng_n_past(s->cpu, sl->seq), &sl->next, &done, &why, &err);
+            sl->prefilled = 1;
+            sl->t_first = ts_now_s();
+            ts_smetrics_tokens(s->metrics, r->n_prompt, 0);
+            ts_smetrics_ttft(s->metrics, sl->t_first - r->t_arrival);
+            if (st || done) finish(s, sl, why, &st, &err);
+        }
+
+        /* One decode step over every generating slot. */
+        int B = 0;
+        for (int i = 0; i < s->n_slots; i++) {
+            slot *sl = &s->slots[i];
+            if (!sl->r || !sl->prefilled) continue;
+            s->bseqs[B] = sl->seq;
+            s->btok[B] = sl->next;
+            s->bslot[B] = i;
+            B++;
+        }
+        if (!B) continue;
+        ts_status st = eng_decode(s->cpu, s->bseqs, s->btok, B, s->logits, &err);
+        for (int b = 0; b < B; b++) {
+            slot *sl = &s->slots[s->bslot[b]];
+            int done = 1;
+            ts_gen_stop why = TS_GEN_STOP_EOS;
+            ts_status st2 = st;
+            if (!st2)
+                st2 = ts_gen_next(sl->r->gen, s->logits + (size_t)b * (size_t)s->n_vocab, eng_n_past(s->cpu, sl->seq),
+                                  &sl->next, &done, &why, &err);
+            if (st2 || done) finish(s, sl, why, &st2, &err);
+        }
+    }
+    return NULL;
+}
+
+ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int32_t *eos, int n_eos,
+                       const ts_sched_opts *o, ts_smetrics *metrics, ts_sched **out, ts_error *err) {
+    *out = NULL;
+    if (o->parallel < 1 || o->max_queue < 0 || o->n_ctx < 1)
+        return ts_fail(err, TS_ERR_ARG, "serve: parallel %d, queue %d, context %d: expected >= 1, >= 0, >= 1",
+                       o->parallel, o->max_queue, o->n_ctx);
+    ts_sched *s = calloc(1, sizeof *s);
+    if (!s) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    s->cpu = c;
+    s->m = m;
+    s->tok = t;
+    s->o = *o;
+    s->metrics = metrics;
+    for (int i = 0; i < n_eos && s->n_eos < 16; i++) s->eos[s->n_eos++] = eos[i];
+    s->n_vocab = ts_model_config(m)->n_vocab;
+    s->n_slots = eng_max_slots(o->parallel);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    ts_status st = TS_OK;
+#if TS_SERVE_CPU_SEQ
+    { /* every slot's KV cache, checked against the memory left before it is allocated */
+        ts_mem_need need;
+        ts_cpu_opts co = {.force_variant = -1};
+        ts_cpu_mem_need(m, o->n_ctx, &co, &need);
+        ts_mem_need kv = {.kv = need.kv * (uint64_t)s->n_slots};
+        char what[160];
+        snprintf(what, sizeof what, "the KV caches of %d slots of %d positions (--parallel, --ctx)", s->n_slots,
+                 o->n_ctx);
+        st = ts_mem_check(&kv, what, err);
+    }
+#endif
+    s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
+    s->logits = malloc(sizeof(float) * (size_t)s->n_slots * (size_t)s->n_vocab);
+    s->bseqs = calloc((size_t)s->n_slots, sizeof *s->bseqs);
+    s->btok = calloc((size_t)s->n_slots, sizeof *s->btok);
+    s->bslot = calloc((size_t)s->n_slots, sizeof *s->bslot);
+    if (!st && (!s->slots || !s->logits || !s->bseqs || !s->btok || !s->bslot))
+        st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    for (int i = 0; !st && i < s->n_slots; i++) st = eng_seq_new(c, o->n_ctx, &s->slots[i].seq, err);
+    if (!st && pthread_create(&s->th, NULL, sched_main, s)) st = ts_fail(err, TS_ERR_NOMEM, "serve: no thread");
+    if (st) {
+        ts_sched_free(s);
+        return st;
+    }
+    s->started = 1;
+    ts_smetrics_set_queue(metrics, 0, 0, s->n_slots);
+    *out = s;
+    return TS_OK;
+}
+
+int ts_sched_slots(const ts_sched *s) { return s->n_slots; }
+
+void ts_sched_drain(ts_sched *s) {
+    pthread_mutex_lock(&s->mu);
+    s->draining = 1;
+    while (s->started && (s->n_queued || s->n_active)) pthread_cond_wait(&s->idle, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void ts_sched_free(ts_sched *s) {
+    if (!s) return;
+    if (s->started) {
+        ts_sched_drain(s);
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        pthread_cond_signal(&s->work);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->th, NULL);
+    }
+    for (int i = 0; s->slots && i < s->n_slots; i++)
+        if (s->slots[i].seq) eng_seq_free(s->cpu, s->slots[i].seq);
+    free(s->slots);
+    free(s->logits);
+    free(s->bseqs);
+    free(s->btok);
+    free(s->bslot);
+    pthread_cond_destroy(&s->work);
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

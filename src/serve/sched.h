@@ -1,0 +1,74 @@
+/* The scheduler of `tessera serve`: one thread owns the model's cpu session and runs every
+ * request on it. Requests wait in a bounded queue; up to `parallel` of them hold a slot (a KV
+ * sequence of their own). Each step prefills the newly admitted slots, then runs one batched
+ * decode step over every generating slot, samples each slot's next token with its own seeded
+ * sampler, and streams the text to the request (runtime/generate.h drives sampling, EOS, stop
+ * strings and limits, exactly as `tessera run` does). A cancelled request (its client went
+ * away) leaves its slot at the next step. */
+#ifndef TS_SERVE_SCHED_H
+#define TS_SERVE_SCHED_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "runtime/sample.h"
+#include "serve/metrics.h"
+#include "target/cpu/cpu_target.h"
+#include "tok/tokenizer.h"
+
+typedef struct ts_sched_opts {
+    int parallel;  /* slots: sequences generating together */
+    int max_queue; /* requests waiting for a slot beyond those; more are refused */
+    int n_ctx;     /* positions per slot (the cpu session's max_seq) */
+} ts_sched_opts;
+
+typedef struct ts_sched ts_sched;
+
+/* c, m, t are borrowed and must outlive the scheduler; eos: ids that end a reply besides the
+ * model's and the tokenizer's (the chat template's end of turn). Allocates every slot's KV
+ * sequence up front and starts the thread. */
+ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int32_t *eos, int n_eos,
+                       const ts_sched_opts *o, ts_smetrics *metrics, ts_sched **out, ts_error *err);
+/* Refuses new requests, lets the queued and active ones finish, and returns when they have. */
+void ts_sched_drain(ts_sched *s);
+/* Drains, stops the thread and frees. */
+void ts_sched_free(ts_sched *s);
+/* Slots the scheduler really runs (parallel may be capped by what the target offers). */
+int ts_sched_slots(const ts_sched *s);
+
+/* One request, shared by the connection that made it and the scheduler (reference counted). */
+typedef struct ts_sreq ts_sreq;
+
+typedef struct ts_sreq_params {
+    const int32_t *prompt; /* copied */
+    int n_prompt;          /* 1..n_ctx */
+    int max_tokens;        /* >= 1; the context caps it further */
+    ts_sample_opts sample;
+    const char *const *stop; /* copied */
+    int n_stop;
+} ts_sreq_params;
+
+/* Makes the request's generator (sampler, stop filter) from the scheduler's model. */
+ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_error *err);
+/* Queues it: 0, or 1 when the queue is full, 2 when the server is shutting down (the request
+ * stays the caller's). */
+int ts_sched_submit(ts_sched *s, ts_sreq *r);
+/* Waits up to timeout_ms for text or the end. Moves the text produced since the last call
+ * into *text (malloc'd, or NULL when none; *len) and returns 1 once the request is over and
+ * all its text has been taken, else 0. */
+int ts_sreq_wait(ts_sreq *r, int timeout_ms, char **text, size_t *len);
+/* The client is gone: the slot is freed at the next step; no more text is produced. */
+void ts_sreq_cancel(ts_sreq *r);
+/* The connection's reference; the request is freed when the scheduler has let go too. */
+void ts_sreq_release(ts_sreq *r);
+
+typedef struct ts_sreq_result {
+    int n_prompt, n_gen;
+    int by_length; /* max_tokens or the context ended it (finish_reason "length") */
+    int failed;    /* the target failed (message in error) */
+    char error[TS_ERROR_LEN];
+} ts_sreq_result;
+/* Once ts_sreq_wait returned 1. */
+void ts_sreq_result_get(ts_sreq *r, ts_sreq_result *out);
+
+#endif
