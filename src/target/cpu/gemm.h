@@ -79,6 +79,8 @@ ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v);
 ts_gemm_fn ts_cpu_gemv_batch_for(ts_cpu_variant v);
 void ts_cpu_gemv_batch_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
                                  int n1, ts_gemm_tile tile);
+void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+                                  int n0, int n1);
 void ts_cpu_gemv_batch_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
                                    int n0, int n1, ts_gemm_tile tile);
 
