@@ -146,9 +146,6 @@ int cmd_serve(int argc, char **argv) {
         ts_session_close(s);
         return cli_fail("serve", st, &err);
     }
-    if (ts_server_slots(srv) < so.parallel)
-        fprintf(stderr, "tessera serve: note: --parallel %d runs as %d sequence(s): this build's cpu target has no "
-                        "batched decode yet (ts_cpu_decode_batch)\n", so.parallel, ts_server_slots(srv));
     if (!ts_session_template(s))
         fprintf(stderr, "tessera serve: note: the model has no chat template: /v1/chat/completions answers 400 "
                         "(--chat-template FILE gives it one)\n");

@@ -2,10 +2,10 @@
  * every request's shared fields (output text, done, cancelled, refs); the thread never holds
  * it while the model runs, so connections append, cancel and read while a step computes.
  *
- * The model side goes through the eng_* functions below: the several-sequences API of
- * target/cpu/cpu_target.h (ts_cpu_seq_*, ts_cpu_forward_seq, ts_cpu_decode_batch) when
- * TS_SERVE_CPU_SEQ is 1, else one slot on the session's own KV cache (ts_cpu_forward), which
- * gives the same numbers for one sequence. */
+ * The model side is the several-sequences API of target/cpu/cpu_target.h: each slot owns a
+ * ts_cpu_seq (its KV cache), prefilled with ts_cpu_forward_seq; the decode step is one
+ * ts_cpu_decode_batch, whose row b is bit-identical to that sequence decoded alone, so a
+ * request's greedy text does not depend on what else is being served. */
 #include "serve/sched.h"
 
 #include <pthread.h>
@@ -17,72 +17,6 @@
 #include "core/error.h"
 #include "model/memory.h"
 #include "runtime/generate.h"
-
-#ifndef TS_SERVE_CPU_SEQ
-#define TS_SERVE_CPU_SEQ 0 /* 1 once ts_cpu_seq_* are implemented (branch h-batch) */
-#endif
-
-/* ---- the model side ---- */
-#if TS_SERVE_CPU_SEQ
-typedef ts_cpu_seq eng_seq;
-static int eng_max_slots(int want) { return want; }
-static ts_status eng_seq_new(ts_cpu *c, int n_ctx, eng_seq **out, ts_error *err) {
-    return ts_cpu_seq_new(c, n_ctx, out, err);
-}
-static void eng_seq_free(ts_cpu *c, eng_seq *q) {
-    (void)c;
-    ts_cpu_seq_free(q);
-}
-static int eng_n_past(ts_cpu *c, eng_seq *q) {
-    (void)c;
-    return ts_cpu_seq_n_past(q);
-}
-static void eng_reset(ts_cpu *c, eng_seq *q) {
-    (void)c;
-    ts_cpu_seq_truncate(q, 0);
-}
-static ts_status eng_prefill(ts_cpu *c, eng_seq *q, const int32_t *t, int n, float *logits, ts_error *err) {
-    return ts_cpu_forward_seq(c, q, t, n, logits, 0, err);
-}
-static ts_status eng_decode(ts_cpu *c, eng_seq *const *qs, const int32_t *t, int B, float *logits, ts_error *err) {
-    return ts_cpu_decode_batch(c, qs, t, B, logits, err);
-}
-#else
-typedef struct eng_seq {
-    int unused;
-} eng_seq;
-static int eng_max_slots(int want) {
-    (void)want;
-    return 1;
-}
-static ts_status eng_seq_new(ts_cpu *c, int n_ctx, eng_seq **out, ts_error *err) {
-    (void)c;
-    (void)n_ctx;
-    *out = calloc(1, sizeof **out);
-    return *out ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory");
-}
-static void eng_seq_free(ts_cpu *c, eng_seq *q) {
-    (void)c;
-    free(q);
-}
-static int eng_n_past(ts_cpu *c, eng_seq *q) {
-    (void)q;
-    return ts_cpu_n_past(c);
-}
-static void eng_reset(ts_cpu *c, eng_seq *q) {
-    (void)q;
-    ts_cpu_reset(c);
-}
-static ts_status eng_prefill(ts_cpu *c, eng_seq *q, const int32_t *t, int n, float *logits, ts_error *err) {
-    (void)q;
-    return ts_cpu_forward(c, t, n, logits, 0, NULL, err);
-}
-static ts_status eng_decode(ts_cpu *c, eng_seq *const *qs, const int32_t *t, int B, float *logits, ts_error *err) {
-    (void)qs;
-    if (B != 1) return ts_fail(err, TS_ERR_ARG, "serve: %d sequences in one step without the batch API", B);
-    return ts_cpu_forward(c, t, 1, logits, 0, NULL, err);
-}
-#endif
 
 /* ---- requests ---- */
 
@@ -103,7 +37,7 @@ struct ts_sreq {
 };
 
 typedef struct slot {
-    eng_seq *seq;
+    ts_cpu_seq *seq;
     ts_sreq *r; /* NULL: free */
     int32_t next; /* sampled, to be appended next step */
     int prefilled;
@@ -131,7 +65,7 @@ struct ts_sched {
     int n_slots;
     /* the step's buffers (scheduler thread only) */
     float *logits; /* (n_slots, n_vocab) */
-    eng_seq **bseqs;
+    ts_cpu_seq **bseqs;
     int32_t *btok;
     int *bslot;
 };
@@ -303,7 +237,7 @@ static void finish(ts_sched *s, slot *sl, ts_gen_stop why, const ts_status *st, 
     if (!st || !*st) why = ts_gen_end(r->gen, why); /* the text held back for stop strings */
     ts_gen_tokens(r->gen, &n_kept, NULL);
     double now = ts_now_s();
-    eng_reset(s->cpu, sl->seq);
+    ts_cpu_seq_truncate(sl->seq, 0);
     pthread_mutex_lock(&s->mu);
     r->res.n_gen = n_kept;
     r->res.by_length = why == TS_GEN_STOP_MAX || why == TS_GEN_STOP_CTX;
@@ -371,13 +305,13 @@ static void *sched_main(void *arg) {
             slot *sl = &s->slots[i];
             if (!sl->r || sl->prefilled) continue;
             ts_sreq *r = sl->r;
-            eng_reset(s->cpu, sl->seq);
+            ts_cpu_seq_truncate(sl->seq, 0);
             ts_gen_begin(r->gen, r->prompt, r->n_prompt);
             float *lg = s->logits;
-            ts_status st = eng_prefill(s->cpu, sl->seq, r->prompt, r->n_prompt, lg, &err);
+            ts_status st = ts_cpu_forward_seq(s->cpu, sl->seq, r->prompt, r->n_prompt, lg, 0, &err);
             int done = 1;
             ts_gen_stop why = TS_GEN_STOP_EOS;
-            if (!st) st = ts_gen_next(r->gen, lg, eng_n_past(s->cpu, sl->seq), &sl->next, &done, &why, &err);
+            if (!st) st = ts_gen_next(r->gen, lg, ts_cpu_seq_n_past(sl->seq), &sl->next, &done, &why, &err);
             sl->prefilled = 1;
             sl->t_first = ts_now_s();
             ts_smetrics_tokens(s->metrics, r->n_prompt, 0);
@@ -396,14 +330,14 @@ static void *sched_main(void *arg) {
             B++;
         }
         if (!B) continue;
-        ts_status st = eng_decode(s->cpu, s->bseqs, s->btok, B, s->logits, &err);
+        ts_status st = ts_cpu_decode_batch(s->cpu, s->bseqs, s->btok, B, s->logits, &err);
         for (int b = 0; b < B; b++) {
             slot *sl = &s->slots[s->bslot[b]];
             int done = 1;
             ts_gen_stop why = TS_GEN_STOP_EOS;
             ts_status st2 = st;
             if (!st2)
-                st2 = ts_gen_next(sl->r->gen, s->logits + (size_t)b * (size_t)s->n_vocab, eng_n_past(s->cpu, sl->seq),
+                st2 = ts_gen_next(sl->r->gen, s->logits + (size_t)b * (size_t)s->n_vocab, ts_cpu_seq_n_past(sl->seq),
                                   &sl->next, &done, &why, &err);
             if (st2 || done) finish(s, sl, why, &st2, &err);
         }
@@ -426,12 +360,11 @@ ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int3
     s->metrics = metrics;
     for (int i = 0; i < n_eos && s->n_eos < 16; i++) s->eos[s->n_eos++] = eos[i];
     s->n_vocab = ts_model_config(m)->n_vocab;
-    s->n_slots = eng_max_slots(o->parallel);
+    s->n_slots = o->parallel;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->idle, NULL);
     ts_status st = TS_OK;
-#if TS_SERVE_CPU_SEQ
     { /* every slot's KV cache, checked against the memory left before it is allocated */
         ts_mem_need need;
         ts_cpu_opts co = {.force_variant = -1};
@@ -442,7 +375,6 @@ ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int3
                  o->n_ctx);
         st = ts_mem_check(&kv, what, err);
     }
-#endif
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
     s->logits = malloc(sizeof(float) * (size_t)s->n_slots * (size_t)s->n_vocab);
     s->bseqs = calloc((size_t)s->n_slots, sizeof *s->bseqs);
@@ -450,7 +382,7 @@ ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int3
     s->bslot = calloc((size_t)s->n_slots, sizeof *s->bslot);
     if (!st && (!s->slots || !s->logits || !s->bseqs || !s->btok || !s->bslot))
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-    for (int i = 0; !st && i < s->n_slots; i++) st = eng_seq_new(c, o->n_ctx, &s->slots[i].seq, err);
+    for (int i = 0; !st && i < s->n_slots; i++) st = ts_cpu_seq_new(c, o->n_ctx, &s->slots[i].seq, err);
     if (!st && pthread_create(&s->th, NULL, sched_main, s)) st = ts_fail(err, TS_ERR_NOMEM, "serve: no thread");
     if (st) {
         ts_sched_free(s);
@@ -482,7 +414,7 @@ void ts_sched_free(ts_sched *s) {
         pthread_join(s->th, NULL);
     }
     for (int i = 0; s->slots && i < s->n_slots; i++)
-        if (s->slots[i].seq) eng_seq_free(s->cpu, s->slots[i].seq);
+        if (s->slots[i].seq) ts_cpu_seq_free(s->slots[i].seq);
     free(s->slots);
     free(s->logits);
     free(s->bseqs);
