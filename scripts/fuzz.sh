@@ -113,6 +113,16 @@ printf '%s' '{% set ns = namespace(a=[]) %}{% macro f(x, y=2) %}{{ x * y }}{% en
 printf '%s' '{{ "a,b"[::-1].split(",")|map("upper")|join("-") }}{{ {"k": [1, 2.5, none, true]}|dictsort }}{{ range(3)|list|sum }}{% raw %}{{ x }}{% endraw %}{#- c -#}' >"$jj/seed_exprs"
 printf '%s' '{%- filter upper %}{% set x %}{{ messages[0]["content"] }}{% endset %}{{ x[1:4] }}{% endfilter %}{{ strftime_now("%Y-%m-%d") }}{{ raise_exception("no") if tools is none }}' >"$jj/seed_blocks"
 
+sv=$CORPUS/fuzz_serve_request
+mkdir -p "$sv"
+# OpenAI request bodies as clients send them, and ones each check refuses.
+printf '%s' '{"model": "q", "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": [{"type": "text", "text": "Hi \u00e9"}]}], "max_tokens": 16, "temperature": 0.7, "top_p": 0.9, "top_k": 40, "min_p": 0.05, "seed": 7, "stop": ["\n\n", "END"], "stream": true, "stream_options": {"include_usage": true}, "chat_template_kwargs": {"enable_thinking": false}}' >"$sv/seed_chat_full"
+printf '%s' '{"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "content": "1", "tool_call_id": "a"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}], "n": 1, "max_completion_tokens": 3, "logprobs": false, "response_format": {"type": "text"}}' >"$sv/seed_chat_tools"
+printf '%s' '{"prompt": "Once upon a time", "max_tokens": 5, "stop": "\n", "echo": false, "suffix": "", "best_of": 1, "presence_penalty": 0, "frequency_penalty": 0.0, "repetition_penalty": 1.1}' >"$sv/seed_completion"
+printf '%s' '{"prompt": ["one"], "temperature": 3, "n": 2, "top_p": 0, "max_tokens": 1e9, "seed": -1.5, "stop": [1, "a"]}' >"$sv/seed_bad_fields"
+printf '%s' '{"prompt": "x", "max_tokens": 3,}' >"$sv/seed_bad_json"
+printf '%s' '[{"messages": []}, "prompt"]' >"$sv/seed_not_object"
+
 # JSON tokens for libFuzzer's dictionary (standalone.c carries its own list).
 dict=$CORPUS/json.dict
 printf '%s\n' '"{"' '"}"' '"["' '"]"' '","' '":"' '"\""' '"null"' '"true"' '"false"' '"-1"' \
@@ -123,7 +133,10 @@ printf '%s\n' '"{"' '"}"' '"["' '"]"' '","' '":"' '"\""' '"null"' '"true"' '"fal
     '"\"rope_scaling\""' '"\"rope_parameters\""' '"\"rope_type\""' '"\"llama3\""' \
     '"\"LlamaForCausalLM\""' '"\"Qwen2ForCausalLM\""' '"\"Qwen3ForCausalLM\""' \
     '"{%"' '"%}"' '"{{"' '"}}"' '"{#"' '"#}"' '"{%-"' '"-%}"' '"endfor"' '"endif"' '"endmacro"' \
-    '"namespace("' '"loop."' '"messages"' '"|tojson"' '"|trim"' '"is defined"' >"$dict"
+    '"namespace("' '"loop."' '"messages"' '"|tojson"' '"|trim"' '"is defined"' \
+    '"\"prompt\""' '"\"stream\""' '"\"max_tokens\""' '"\"temperature\""' '"\"stop\""' '"\"role\""' \
+    '"\"content\""' '"\"stream_options\""' '"\"include_usage\""' '"\"chat_template_kwargs\""' \
+    '"\"seed\""' '"\"top_p\""' '"\"top_k\""' '"\"n\""' '"\"tools\""' >"$dict"
 
 # ---- runs ----
 max_len_of() { case $1 in fuzz_safetensors | fuzz_gguf) echo 131072 ;; *) echo 16384 ;; esac; }

@@ -52,9 +52,10 @@ expect_status() {
     if [ -n "$2" ] && ! grep -qF -- "$2" <<<"$3"; then bad "body lacks '$2': $3"; return; fi
     ok
 }
-# text FILE: the generated text of a JSON response or an SSE stream, then a line "finish=R usage=P,C"
+# text FILE [OUT]: the generated text of a JSON response or an SSE stream, then a line
+# "finish=R usage=P,C,T"; with OUT, the text goes there byte for byte and only that line is printed
 text() {
-    python3 - "$1" <<'PY'
+    python3 - "$@" <<'PY'
 import json, sys
 raw = open(sys.argv[1], encoding="utf-8").read()
 raw = "\n".join(l for l in raw.split("\n") if not l.startswith("HTTP "))
@@ -74,9 +75,12 @@ else:
     c = j["choices"][0]
     out = c["text"] if "text" in c else c["message"]["content"]
     fin, usage = c["finish_reason"], j["usage"]
-sys.stdout.write(out)
+if len(sys.argv) > 2:
+    open(sys.argv[2], "w", encoding="utf-8").write(out)
+else:
+    sys.stdout.write(out + "\n")
 u = "%d,%d,%d" % (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]) if usage else "-"
-sys.stdout.write("\nfinish=%s usage=%s\n" % (fin, u))
+sys.stdout.write("finish=%s usage=%s\n" % (fin, u))
 PY
 }
 
@@ -96,19 +100,23 @@ req /v1/completions "{\"prompt\": \"$P\", \"max_tokens\": 12, \"temperature\": 0
 [ "$(text "$TMP/c1")" = "$want"$'\n'"finish=length usage=5,12,17" ] && ok || bad "completion differs from run: $(cat "$TMP/c1") vs '$want'"
 req /v1/completions "{\"prompt\": \"$P\", \"max_tokens\": 12, \"temperature\": 0, \"stream\": true}" >"$TMP/c2"
 [ "$(text "$TMP/c2")" = "$want"$'\n'"finish=length usage=-" ] && ok || bad "streamed completion differs from run: $(cat "$TMP/c2")"
-want=$(run_text --chat -p "What is 2+2?" -n 10 --no-think)
-msgs='[{"role": "user", "content": "What is 2+2?"}]'
+# chat: exact bytes (this greedy reply starts with newlines)
+"$BIN" run "$M" --temp 0 --threads 2 --ctx 256 --chat -p "Hello there" -n 10 --no-think 2>/dev/null | head -c -1 >"$TMP/want_chat"
+msgs='[{"role": "user", "content": "Hello there"}]'
 req /v1/chat/completions "{\"messages\": $msgs, \"max_tokens\": 10, \"temperature\": 0, \"chat_template_kwargs\": {\"enable_thinking\": false}}" >"$TMP/h1"
-[ "$(text "$TMP/h1" | head -n -1)" = "$want" ] && ok || bad "chat differs from run --chat: $(cat "$TMP/h1") vs '$want'"
+meta=$(text "$TMP/h1" "$TMP/got_chat")
+[ -s "$TMP/want_chat" ] && cmp -s "$TMP/want_chat" "$TMP/got_chat" && ok || bad "chat differs from run --chat: $(cat "$TMP/h1") vs '$(cat "$TMP/want_chat")'"
 grep -q '"object":"chat.completion"' "$TMP/h1" && grep -q '"role":"assistant"' "$TMP/h1" && ok || bad "chat response shape: $(cat "$TMP/h1")"
+[ "$meta" = "finish=length usage=14,10,24" ] && ok || bad "chat finish and usage: $meta"
 req /v1/chat/completions "{\"messages\": $msgs, \"max_completion_tokens\": 10, \"temperature\": 0, \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"chat_template_kwargs\": {\"enable_thinking\": false}}" >"$TMP/h2"
-[ "$(text "$TMP/h2" | head -n -1)" = "$want" ] && ok || bad "streamed chat differs from run --chat: $(cat "$TMP/h2")"
-grep -q '"choices":\[\],"usage":{"prompt_tokens":' "$TMP/h2" && grep -q 'chat.completion.chunk' "$TMP/h2" && ok \
-    || bad "streamed chat lacks the usage chunk: $(cat "$TMP/h2")"
-# a different template variable renders a different prompt (thinking left to the template)
-want2=$(run_text --chat -p "What is 2+2?" -n 10)
-req /v1/chat/completions "{\"messages\": $msgs, \"max_tokens\": 10, \"temperature\": 0}" >"$TMP/h3"
-[ "$(text "$TMP/h3" | head -n -1)" = "$want2" ] && ok || bad "chat without kwargs differs from run --chat: $(cat "$TMP/h3")"
+meta=$(text "$TMP/h2" "$TMP/got_chat2")
+cmp -s "$TMP/want_chat" "$TMP/got_chat2" && ok || bad "streamed chat differs from run --chat: $(cat "$TMP/h2")"
+[ "$meta" = "finish=length usage=14,10,24" ] && grep -q 'chat.completion.chunk' "$TMP/h2" && ok \
+    || bad "streamed chat's usage chunk: $meta: $(cat "$TMP/h2")"
+# without chat_template_kwargs the template's default (Qwen3 thinks): another prompt, run's text
+want2=$(run_text --chat -p "Why is the sky blue?" -n 10)
+req /v1/chat/completions '{"messages": [{"role": "user", "content": "Why is the sky blue?"}], "max_tokens": 10, "temperature": 0}' >"$TMP/h3"
+[ -n "$want2" ] && [ "$(text "$TMP/h3" | head -n -1)" = "$want2" ] && ok || bad "chat without kwargs differs from run --chat: $(cat "$TMP/h3")"
 
 # ---- stop strings: the text before the first occurrence, finish_reason stop ----
 full=$(run_text -p "$P" -n 12)
