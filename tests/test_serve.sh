@@ -37,7 +37,7 @@ start_server() {
     exit 1
 }
 
-start_server "$TMP/s1.log" --parallel 4 --ctx 256 --api-key "$KEY" --max-body 4096 --max-tokens-limit 200 --date 2026-03-14
+start_server "$TMP/s1.log" --parallel 4 --ctx 2048 --api-key "$KEY" --max-body 65536 --max-tokens-limit 2000 --date 2026-03-14
 URL=http://127.0.0.1:$PORT
 AUTH=(-H "Authorization: Bearer $KEY")
 # req PATH BODY: POST with the key; prints the body, then "HTTP <code>" on its own line
@@ -94,14 +94,14 @@ grep -q '^tessera_slots 4$' <<<"$out" && grep -q '^tessera_prefix_cache_hits_tot
 
 # ---- greedy text equals tessera run ----
 P="Hello, my name is"
-run_text() { "$BIN" run "$M" --temp 0 --threads 2 --ctx 256 --date 2026-03-14 "$@" 2>/dev/null | head -c -1; }
+run_text() { "$BIN" run "$M" --temp 0 --threads 2 --ctx 2048 --date 2026-03-14 "$@" 2>/dev/null | head -c -1; }
 want=$(run_text -p "$P" -n 12)
 req /v1/completions "{\"prompt\": \"$P\", \"max_tokens\": 12, \"temperature\": 0}" >"$TMP/c1"
 [ "$(text "$TMP/c1")" = "$want"$'\n'"finish=length usage=5,12,17" ] && ok || bad "completion differs from run: $(cat "$TMP/c1") vs '$want'"
 req /v1/completions "{\"prompt\": \"$P\", \"max_tokens\": 12, \"temperature\": 0, \"stream\": true}" >"$TMP/c2"
 [ "$(text "$TMP/c2")" = "$want"$'\n'"finish=length usage=-" ] && ok || bad "streamed completion differs from run: $(cat "$TMP/c2")"
 # chat: exact bytes (this greedy reply starts with newlines)
-"$BIN" run "$M" --temp 0 --threads 2 --ctx 256 --chat -p "Hello there" -n 10 --no-think 2>/dev/null | head -c -1 >"$TMP/want_chat"
+"$BIN" run "$M" --temp 0 --threads 2 --ctx 2048 --chat -p "Hello there" -n 10 --no-think 2>/dev/null | head -c -1 >"$TMP/want_chat"
 msgs='[{"role": "user", "content": "Hello there"}]'
 req /v1/chat/completions "{\"messages\": $msgs, \"max_tokens\": 10, \"temperature\": 0, \"chat_template_kwargs\": {\"enable_thinking\": false}}" >"$TMP/h1"
 meta=$(text "$TMP/h1" "$TMP/got_chat")
@@ -147,14 +147,14 @@ expect_status 400 '"param":"n"' "$(req /v1/completions '{"prompt": "x", "n": 2}'
 expect_status 400 '"param":"messages"' "$(req /v1/chat/completions '{"model": "q"}')"
 expect_status 400 'messages[0].role' "$(req /v1/chat/completions '{"messages": [{"content": "hi"}]}')"
 expect_status 400 '"param":"stop[1]"' "$(req /v1/completions '{"prompt": "x", "stop": ["a", 3]}')"
-expect_status 400 'more than this server serves per request (200, --max-tokens-limit)' "$(req /v1/completions '{"prompt": "x", "max_tokens": 201}')"
+expect_status 400 'more than this server serves per request (2000, --max-tokens-limit)' "$(req /v1/completions '{"prompt": "x", "max_tokens": 2001}')"
 expect_status 400 'must be a JSON object' "$(req /v1/completions '[1, 2]')"
 expect_status 400 'max_tokens: expected an integer >= 1' "$(req /v1/completions '{"prompt": "x", "max_tokens": 0}')"
-long=$(python3 -c "print(' '.join(['word'] * 300))")
-expect_status 400 'more than the context of 256 positions (--ctx 256)' "$(req /v1/completions "{\"prompt\": \"$long\"}")"
+long=$(python3 -c "print(' '.join(['word'] * 2100))")
+expect_status 400 'more than the context of 2048 positions (--ctx 2048)' "$(req /v1/completions "{\"prompt\": \"$long\"}")"
 expect_status 400 '"code":"context_length_exceeded"' "$(req /v1/completions "{\"prompt\": \"$long\"}")"
-big=$(python3 -c "print('{\"prompt\": \"' + 'x' * 5000 + '\"}')")
-expect_status 413 'more than the 4096 this server accepts (--max-body)' "$(req /v1/completions "$big")"
+big=$(python3 -c "print('{\"prompt\": \"' + 'x' * 70000 + '\"}')")
+expect_status 413 'more than the 65536 this server accepts (--max-body)' "$(req /v1/completions "$big")"
 # chunked upload (no Content-Length): counted as it arrives
 out=$(printf '%s' "$big" | curl -sS -m 10 "${AUTH[@]}" -H 'Transfer-Encoding: chunked' -w '\nHTTP %{http_code}\n' "$URL/v1/completions" --data-binary @-)
 expect_status 413 '--max-body' "$out"
@@ -191,7 +191,12 @@ for i in 1 2 3 4 5 6 7 8; do
 done
 
 # ---- a client leaving mid-stream frees its slot; the next requests are fine ----
-curl -sS -N -m 0.4 "${AUTH[@]}" "$URL/v1/completions" -d '{"prompt": "Go on forever", "max_tokens": 200, "temperature": 0, "stream": true}' >"$TMP/cut" 2>/dev/null
+# the client goes as soon as the first tokens arrive, long before its 2000 tokens are out
+curl -sS -N "${AUTH[@]}" "$URL/v1/completions" -d '{"prompt": "Go on forever", "max_tokens": 2000, "temperature": 0, "stream": true}' >"$TMP/cut" 2>/dev/null &
+cut_pid=$!
+for _ in $(seq 200); do grep -q '^data: {' "$TMP/cut" && break; sleep 0.05; done
+kill "$cut_pid"
+wait "$cut_pid" 2>/dev/null
 grep -q '^data: {' "$TMP/cut" && ! grep -q 'DONE' "$TMP/cut" && ok || bad "the cut stream did not start or already ended: $(head -c 300 "$TMP/cut")"
 freed=0
 for _ in $(seq 50); do
@@ -212,10 +217,10 @@ rc=$?
 [ $rc = 0 ] && ok || bad "SIGTERM on an idle server: exit $rc: $(tail -5 "$TMP/s1.log")"
 
 # ---- one slot, no queue: a second request is 503 while the first runs; SIGTERM drains it ----
-start_server "$TMP/s2.log" --parallel 1 --max-queue 0 --ctx 512 --quiet
+start_server "$TMP/s2.log" --parallel 1 --max-queue 0 --ctx 1024 --quiet
 URL=http://127.0.0.1:$PORT
 AUTH=()
-long='{"prompt": "Once upon a time", "max_tokens": 400, "temperature": 0, "stream": true}'
+long='{"prompt": "Once upon a time", "max_tokens": 800, "temperature": 0, "stream": true}'
 req /v1/completions "$long" >"$TMP/long" &
 cpid=$!
 for _ in $(seq 50); do grep -q '^tessera_active_slots 1$' <(curl -sS -m 5 "$URL/metrics") && break; sleep 0.05; done
