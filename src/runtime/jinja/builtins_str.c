@@ -270,11 +270,17 @@ fail:
 }
 
 static int put_fill(jbuf *b, uint32_t fill, int64_t n) {
-    char f[4];
+    char f[4], chunk[256];
     int fl = jutf8_put(f, fill);
-    for (int64_t i = 0; i < n; i++) {
-        if ((i & 63) == 0 && jcharge(b->c, 1) < 0) return -1;
-        if (jbuf_put(b, f, (size_t)fl) < 0) return -1;
+    if (n <= 0) return 0;
+    if ((uint64_t)n > b->c->max_bytes / (uint64_t)fl)
+        return jfail_st(b->c, TS_ERR_UNSUPPORTED, "template exceeded its memory budget of %zu bytes", b->c->max_bytes);
+    int per = (int)sizeof chunk / fl;
+    for (int i = 0; i < per; i++) memcpy(chunk + i * fl, f, (size_t)fl);
+    while (n > 0) {
+        int64_t k = n < per ? n : per;
+        if (jcharge(b->c, 1) < 0 || jbuf_put(b, chunk, (size_t)(k * fl)) < 0) return -1;
+        n -= k;
     }
     return 0;
 }
