@@ -2,6 +2,8 @@
  * mapping from ts_status to exit codes (documented in README.md). Only cli/ calls exit(). */
 #ifndef TS_CLI_H
 #define TS_CLI_H
+#include <stdint.h>
+
 #include "tessera.h"
 
 #define TS_EXIT_USAGE 64
@@ -16,6 +18,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 /* Prints "tessera CMD: error: MSG" and returns the exit code for s. */
 int cli_fail(const char *cmd, ts_status s, const ts_error *err);
@@ -30,10 +33,13 @@ struct ts_deployment;
 ts_status cli_resolve_deployment(const char *cmd, struct ts_session_opts *o, struct ts_deployment *d, ts_error *err);
 /* Parses the flag at argv[*i] if it is a session option (-n, --temp, --top-k, --top-p, --min-p,
  * --repeat-penalty, --seed, --stop, --threads, --tokenizer, --ctx, --system, --weights,
- * --quant, --no-think, --think), advancing *i past its value. Returns 1 when consumed, 0 when not a
+ * --quant, --chat-template, --date, --no-think, --think), advancing *i past its value. Returns 1 when consumed, 0 when not a
  * session flag, -1 on a bad value (err says which flag and what was expected). */
 struct ts_session_opts;
 int cli_session_parse_flag(struct ts_session_opts *o, int argc, char **argv, int *i, ts_error *err);
+/* TESSERA_DATE (YYYY-MM-DD[THH:MM:SS]) into *now when set, before --date is parsed (the flag
+ * wins). 0 when unset or valid; -1 with err naming the variable when malformed. */
+int cli_date_from_env(int64_t *now, ts_error *err);
 /* One line per session flag, for --help. */
 const char *cli_session_flags_help(void);
 /* Exit code for a status: 0 for TS_OK, otherwise the status number (1..8). */

@@ -28,6 +28,10 @@ const char *cli_session_flags_help(void) {
            "  --quant q8_0|q4_0    quantize BF16/F16/F32 weight matrices to Q8_0 / Q4_0 at load (as\n"
            "                       `tessera quantize` would write them); default: the weights as stored\n"
            "  --system TEXT        system message (chat templates)\n"
+           "  --chat-template FILE a Jinja chat template (.jinja) used instead of the model's own\n"
+           "  --date YYYY-MM-DD    the date the template's strftime_now() sees (Llama-3.2's \"Today Date\"),\n"
+           "                       for reproducible prompts; also YYYY-MM-DDTHH:MM:SS; default: the\n"
+           "                       environment's TESSERA_DATE, else the local time at each turn\n"
            "  --think | --no-think Qwen3's enable_thinking switch (default: template's)\n";
 }
 
@@ -49,6 +53,15 @@ static int parse_float(const char *s, double lo, double hi, float *out) {
     return 0;
 }
 
+int cli_date_from_env(int64_t *now, ts_error *err) {
+    const char *v = getenv("TESSERA_DATE");
+    if (!v || !*v) return 0;
+    int64_t t = ts_chat_parse_date(v, "the environment variable TESSERA_DATE", err);
+    if (t < 0) return -1;
+    *now = t;
+    return 0;
+}
+
 int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts_error *err) {
     const char *f = argv[*i];
     if (!strcmp(f, "--think") || !strcmp(f, "--no-think")) {
@@ -57,7 +70,8 @@ int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts
     }
     static const char *const with_value[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p",
                                              "--repeat-penalty", "--seed", "--stop", "--threads",
-                                             "--tokenizer", "--ctx", "--system", "--weights", "--quant"};
+                                             "--tokenizer", "--ctx", "--system", "--weights", "--quant",
+                                             "--chat-template", "--date"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(f, with_value[k]);
     if (!known) return 0;
@@ -102,6 +116,10 @@ int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts
         o->tokenizer = v;
     } else if (!strcmp(f, "--system")) {
         o->system = v;
+    } else if (!strcmp(f, "--chat-template")) {
+        o->chat_template = v;
+    } else if (!strcmp(f, "--date")) {
+        if ((o->now = ts_chat_parse_date(v, "--date", err)) < 0) return -1;
     } else if (!strcmp(f, "--weights")) {
         /* placement only: a weight type is --quant, so that both can be chosen together */
         bad = strcmp(v, "mmap") && strcmp(v, "copy");

@@ -17,7 +17,8 @@ void cli_print_notice(void *user, const char *msg);
 
 static const char *k_usage = "tessera chat MODEL_DIR|DEPLOY_DIR [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
-                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--think|--no-think] [--verbose]";
+                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--think|--no-think]\n"
+                             "       [--chat-template FILE] [--date YYYY-MM-DD] [--verbose]";
 
 static void print_piece(void *user, const char *text, size_t len) {
     (void)user;
@@ -30,6 +31,7 @@ int cmd_chat(int argc, char **argv) {
     ts_session_opts_default(&o);
     int verbose = 0;
     ts_error err;
+    if (cli_date_from_env(&o.now, &err)) return cli_usage("chat", k_usage, err.msg);
     for (int i = 1; i < argc; i++) {
         int r = cli_session_parse_flag(&o, argc, argv, &i, &err);
         if (r < 0) return cli_usage("chat", k_usage, err.msg);
@@ -58,7 +60,7 @@ int cmd_chat(int argc, char **argv) {
     cli_print_copied(s);
     if (tty)
         fprintf(stderr, "chat template: %s; one message per line, Ctrl-D to end\n",
-                ts_chat_family_name(ts_chat_template_family(ts_session_template(s))));
+                ts_chat_template_source(ts_session_template(s)));
     char *line = NULL;
     size_t cap = 0;
     int turns = 0;

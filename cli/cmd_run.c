@@ -11,7 +11,8 @@
 
 static const char *k_usage = "tessera run MODEL_DIR|DEPLOY_DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
-                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--chat [--system TEXT] [--think|--no-think]] [--show-ids]";
+                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--chat [--system TEXT] [--think|--no-think]\n"
+                             "       [--chat-template FILE] [--date YYYY-MM-DD]] [--show-ids]";
 
 static void print_piece(void *user, const char *text, size_t len) {
     (void)user;
@@ -65,6 +66,7 @@ int cmd_run(int argc, char **argv) {
     const char *prompt = NULL;
     int chat = 0, show_ids = 0;
     ts_error err;
+    if (cli_date_from_env(&o.now, &err)) return cli_usage("run", k_usage, err.msg);
     for (int i = 1; i < argc; i++) {
         int r = cli_session_parse_flag(&o, argc, argv, &i, &err);
         if (r < 0) return cli_usage("run", k_usage, err.msg);

@@ -21,6 +21,7 @@ static const struct {
     {"quantize", cmd_quantize, "write a model's weights as a Q8_0 / Q4_0 GGUF that tessera and llama.cpp load"},
     {"run", cmd_run, "generate text from a prompt, streamed as it is produced"},
     {"chat", cmd_chat, "multi-turn chat with the model's chat template (stdin, one line a turn)"},
+    {"template", cmd_template, "print what a model's chat template makes of a conversation (messages JSON)"},
 };
 
 int cli_exit_code(ts_status s) { return (int)s; }

@@ -104,6 +104,15 @@ data = struct.pack("<ff", 1, 2) + b"\0" * 24 + struct.pack("<e", 0.5) + bytes(ra
 open(sys.argv[1], "wb").write(h + data)
 PY
 
+jj=$CORPUS/fuzz_jinja
+mkdir -p "$jj"
+# The real chat templates, and small ones reaching the statements and filters they do not use.
+for f in "$ROOT"/tests/fixtures/shared/templates/*.jinja; do cp "$f" "$jj/seed_$(basename "$f")"; done
+printf '%s' '{% for m in messages if m.role != "tool" %}{{ loop.index }}{{ m.content|trim|upper }}{% else %}none{% endfor %}' >"$jj/seed_for_if"
+printf '%s' '{% set ns = namespace(a=[]) %}{% macro f(x, y=2) %}{{ x * y }}{% endmacro %}{{ f(3) ~ f(x=1, y="ab") }}{% set ns.a = ns.a + [1] %}{{ ns.a|tojson(indent=2) }}' >"$jj/seed_macro_ns"
+printf '%s' '{{ "a,b"[::-1].split(",")|map("upper")|join("-") }}{{ {"k": [1, 2.5, none, true]}|dictsort }}{{ range(3)|list|sum }}{% raw %}{{ x }}{% endraw %}{#- c -#}' >"$jj/seed_exprs"
+printf '%s' '{%- filter upper %}{% set x %}{{ messages[0]["content"] }}{% endset %}{{ x[1:4] }}{% endfilter %}{{ strftime_now("%Y-%m-%d") }}{{ raise_exception("no") if tools is none }}' >"$jj/seed_blocks"
+
 # JSON tokens for libFuzzer's dictionary (standalone.c carries its own list).
 dict=$CORPUS/json.dict
 printf '%s\n' '"{"' '"}"' '"["' '"]"' '","' '":"' '"\""' '"null"' '"true"' '"false"' '"-1"' \
@@ -112,7 +121,9 @@ printf '%s\n' '"{"' '"}"' '"["' '"]"' '","' '":"' '"\""' '"null"' '"true"' '"fal
     '"\"architectures\""' '"\"hidden_size\""' '"\"num_attention_heads\""' \
     '"\"num_key_value_heads\""' '"\"head_dim\""' '"\"vocab_size\""' '"\"eos_token_id\""' \
     '"\"rope_scaling\""' '"\"rope_parameters\""' '"\"rope_type\""' '"\"llama3\""' \
-    '"\"LlamaForCausalLM\""' '"\"Qwen2ForCausalLM\""' '"\"Qwen3ForCausalLM\""' >"$dict"
+    '"\"LlamaForCausalLM\""' '"\"Qwen2ForCausalLM\""' '"\"Qwen3ForCausalLM\""' \
+    '"{%"' '"%}"' '"{{"' '"}}"' '"{#"' '"#}"' '"{%-"' '"-%}"' '"endfor"' '"endif"' '"endmacro"' \
+    '"namespace("' '"loop."' '"messages"' '"|tojson"' '"|trim"' '"is defined"' >"$dict"
 
 # ---- runs ----
 max_len_of() { case $1 in fuzz_safetensors | fuzz_gguf) echo 131072 ;; *) echo 16384 ;; esac; }

@@ -67,6 +67,7 @@ void ts_session_opts_default(ts_session_opts *o) {
     o->enable_thinking = -1;
     o->copy_weights = -1;
     o->quant = -1;
+    o->now = -1;
 }
 
 static void on_piece(void *user, const char *text, size_t len) {
@@ -83,39 +84,6 @@ static int is_dir(const char *p) {
 static int exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0;
-}
-
-/* NUL-terminated copy of a token's spelling (a template's bos_token / eos_token), or NULL. */
-static char *token_copy(const ts_tok *t, int32_t id) {
-    size_t n;
-    const char *p = id >= 0 ? ts_tok_token_str(t, id, &n) : NULL;
-    return p ? strndup(p, n) : NULL;
-}
-
-/* The GGUF's tokenizer.chat_template, with the tokenizer's bos/eos spellings, as
- * tokenizer_config.json would give them; ChatML only when the vocabulary has its tokens. */
-static ts_status gguf_template(ts_session *s, ts_error *err) {
-    const char *t;
-    size_t n;
-    ts_status st = ts_gguf_get_str(s->m->gguf, "tokenizer.chat_template", 0, &t, &n, err);
-    if (st) return st;
-    /* The template is recognized by its text: cut at a NUL, a Llama-3.1 template could pass as
-     * Llama-3's, or Qwen3's as plain ChatML. */
-    if (t && memchr(t, 0, n))
-        return ts_fail(err, TS_ERR_FORMAT, "%s: metadata \"tokenizer.chat_template\" contains a NUL byte at byte %zu "
-                       "of %zu, expected a template text", s->m->dir, (size_t)((const char *)memchr(t, 0, n) - t), n);
-    int has_im_start = ts_tok_token_id(s->tok, "<|im_start|>", 12) >= 0;
-    if (!t && !has_im_start)
-        return ts_fail(err, TS_ERR_FORMAT, "%s: no chat template (metadata \"tokenizer.chat_template\"), and the "
-                       "tokenizer has no <|im_start|> token to fall back to ChatML", s->m->dir);
-    char *tmpl = t ? strndup(t, n) : NULL, *bos = token_copy(s->tok, ts_tok_bos(s->tok)),
-         *eos = token_copy(s->tok, ts_tok_eos(s->tok));
-    if (t && !tmpl) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-    else st = ts_chat_template_new(tmpl, bos, eos, has_im_start, s->m->dir, &s->tmpl, err);
-    free(tmpl);
-    free(bos);
-    free(eos);
-    return st;
 }
 
 ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_fn on_text,
@@ -155,11 +123,17 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
     if (!st && !from_gguf) st = ts_tok_load(is_dir(tp) ? tp : path, &s->tok, err);
     /* Reserved once so that streaming a reply normally never reallocates. */
     if (!st && tb_put(&s->reply, "", 0)) st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
-    if (!st && need_template && from_gguf) st = gguf_template(s, err);
-    else if (!st && need_template) {
+    /* The model's own template (a GGUF's tokenizer.chat_template, else tokenizer_config.json
+     * or chat_template.jinja beside the tokenizer) or the --chat-template file, with the
+     * special tokens of the tokenizer in use. */
+    if (!st && need_template && from_gguf) {
+        st = o->chat_template ? ts_chat_template_file(o->chat_template, s->tok, &s->tmpl, err)
+                              : ts_chat_template_gguf(s->m->gguf, s->tok, &s->tmpl, err);
+    } else if (!st && need_template) {
         snprintf(path, sizeof path, "%s/tokenizer_config.json", tokdir);
-        st = ts_chat_template_load(path, s->tok, &s->tmpl, err);
+        st = ts_chat_template_load_with(path, o->chat_template, s->tok, &s->tmpl, err);
     }
+    if (!st && s->tmpl && o->now >= 0) ts_chat_template_set_now(s->tmpl, o->now);
     if (!st) {
         const ts_config *cf = ts_model_config(s->m);
         if (s->o.n_ctx > 0) {
@@ -196,10 +170,8 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
     }
     if (!st) {
         int32_t eot = -1;
-        if (s->tmpl) {
-            const char *e = ts_chat_template_end_of_turn(s->tmpl);
-            eot = ts_tok_token_id(s->tok, e, strlen(e));
-        }
+        const char *e = s->tmpl ? ts_chat_template_end_of_turn(s->tmpl) : NULL;
+        if (e) eot = ts_tok_token_id(s->tok, e, strlen(e));
         ts_gen_opts go = {s->o.max_tokens, s->o.n_ctx, s->o.sample, s->o.stop, s->o.n_stop,
                           &eot, eot >= 0, on_piece, s};
         st = ts_gen_new(s->cpu, s->m, s->tok, &go, &s->gen, err);

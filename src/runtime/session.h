@@ -19,6 +19,9 @@ typedef struct ts_session_opts {
     const char *stop[TS_SESSION_MAX_STOP];
     int n_stop;
     const char *system;  /* chat: a system message, or NULL for the template's default */
+    const char *chat_template; /* --chat-template: a .jinja file replacing the model's template, or NULL */
+    int64_t now;               /* --date: the time strftime_now sees (seconds since the epoch, as
+                                * UTC); -1: the local time at each turn */
     int enable_thinking; /* -1: template default; 0/1: Qwen3's switch */
     const ts_cpu_tile_rec *tiles; /* a deployment's autotuned tiles (borrowed), or NULL */
     int n_tiles;
@@ -31,7 +34,7 @@ typedef struct ts_session_opts {
     void *notice_user;
 } ts_session_opts;
 
-/* Defaults: ts_sample_opts_default, 256 tokens per reply, n_ctx 0, enable_thinking -1. */
+/* Defaults: ts_sample_opts_default, 256 tokens per reply, n_ctx 0, enable_thinking -1, now -1. */
 void ts_session_opts_default(ts_session_opts *o);
 
 typedef struct ts_session ts_session;

@@ -520,6 +520,10 @@ static int in_set(const char *const *set, const char *name) {
 
 int jb_method_lookup(jctx *c, jv self, const char *name, jv *out) {
     int ok = 0;
+    if (self.k == JV_LIST && self.u.l->tuple == 2 && (!strcmp(name, "grouper") || !strcmp(name, "list"))) {
+        *out = self.u.l->items[name[0] == 'l'];
+        return 0;
+    }
     if (self.k == JV_STR) ok = jb_str_has_method(name);
     else if (self.k == JV_DICT) {
         if (in_set(k_dict_unsafe, name))

@@ -760,7 +760,7 @@ static int add_values(jctx *c, const char *who, jv x, jv y, jv *out) {
         *out = jv_int(r);
         return 0;
     }
-    if (x.k == JV_LIST && y.k == JV_LIST && x.u.l->tuple == y.u.l->tuple) {
+    if (x.k == JV_LIST && y.k == JV_LIST && !x.u.l->tuple == !y.u.l->tuple) {
         size_t n = x.u.l->n + y.u.l->n;
         if (jcharge(c, n) < 0 || jv_list(c, n, NULL, x.u.l->tuple, out) < 0) return -1;
         memcpy(out->u.l->items, x.u.l->items, x.u.l->n * sizeof(jv));
@@ -816,7 +816,7 @@ static int f_groupby(jctx *c, const char *who, jv v, const jargs *a, jv *out) {
         jv pair[2];
         pair[0] = keys[i];
         if (!cs && jb_attrpath(c, it[i], p[0], dflt, &pair[0]) < 0) return -1;
-        if (jv_list(c, j - i, it + i, 0, &pair[1]) < 0 || jv_list(c, 2, pair, 1, &groups[ng++]) < 0) return -1;
+        if (jv_list(c, j - i, it + i, 0, &pair[1]) < 0 || jv_list(c, 2, pair, 2, &groups[ng++]) < 0) return -1;
         i = j;
     }
     return jv_list(c, ng, groups, 0, out);

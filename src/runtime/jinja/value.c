@@ -571,7 +571,7 @@ int jv_equal(jv a, jv b) {
     case JV_NONE: return 1;
     case JV_STR: return a.u.s->len == b.u.s->len && !memcmp(a.u.s->s, b.u.s->s, a.u.s->len);
     case JV_LIST:
-        if (a.u.l->tuple != b.u.l->tuple || a.u.l->n != b.u.l->n) return 0;
+        if (!a.u.l->tuple != !b.u.l->tuple || a.u.l->n != b.u.l->n) return 0;
         if (a.u.l == b.u.l) return 1;
         for (size_t i = 0; i < a.u.l->n; i++)
             if (!jv_equal(a.u.l->items[i], b.u.l->items[i])) return 0;
@@ -613,7 +613,7 @@ static int compare_at(jctx *c, jv a, jv b, int *out, int depth) {
         *out = r < 0 ? -1 : r > 0;
         return 0;
     }
-    if (a.k == JV_LIST && b.k == JV_LIST && a.u.l->tuple == b.u.l->tuple) {
+    if (a.k == JV_LIST && b.k == JV_LIST && !a.u.l->tuple == !b.u.l->tuple) {
         if (depth > JV_MAX_NEST)
             return jfail_st(c, TS_ERR_UNSUPPORTED, "maximum recursion depth exceeded in comparison");
         size_t n = a.u.l->n < b.u.l->n ? a.u.l->n : b.u.l->n;

@@ -42,7 +42,7 @@ typedef struct jstr {
 struct jv;
 typedef struct jlist {
     size_t n;
-    int tuple;
+    int tuple; /* 1: a tuple; 2: groupby's (grouper, list) pair, which also has those two attributes */
     struct jv *items;
 } jlist;
 

@@ -68,6 +68,31 @@ int ts_cpu_n_past(const ts_cpu *c);
 ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits, int all_logits,
                          float *hidden, ts_error *err);
 
+/* ---- several sequences on one session (tessera serve) ----------------------------------------
+ * A sequence is a KV cache of its own; the weights, plan, threads and scratch are the session's.
+ * The session's own cache (ts_cpu_forward above) is unaffected by the sequences. */
+typedef struct ts_cpu_seq ts_cpu_seq;
+/* A sequence of capacity max_seq positions (<= the model's max positions); allocated here. */
+ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err);
+void ts_cpu_seq_free(ts_cpu_seq *s);
+int ts_cpu_seq_n_past(const ts_cpu_seq *s);
+int ts_cpu_seq_capacity(const ts_cpu_seq *s);
+/* Keeps the first n positions (n <= n_past): a prefix cache reuses what two prompts share. */
+void ts_cpu_seq_truncate(ts_cpu_seq *s, int n);
+/* dst's first n positions := src's (n <= src's n_past and <= dst's capacity); dst's n_past = n. */
+ts_status ts_cpu_seq_copy(ts_cpu_seq *dst, const ts_cpu_seq *src, int n, ts_error *err);
+/* Appends n tokens to one sequence (prefill, or one decode step when n == 1): the same
+ * contract and the same numbers as ts_cpu_forward on a session whose cache held what s holds. */
+ts_status ts_cpu_forward_seq(ts_cpu *c, ts_cpu_seq *s, const int32_t *tokens, int n, float *logits,
+                             int all_logits, ts_error *err);
+/* One decode step of B sequences together (continuous batching): tokens[b] is appended to
+ * seqs[b] (all distinct); logits (B, n_vocab). Each weight matrix is read once for the whole
+ * batch, and row b's logits are bit-identical to ts_cpu_forward_seq(c, seqs[b], &tokens[b], 1)
+ * (the same kernels' arithmetic per row), so a request's greedy output does not depend on what
+ * else is being served. */
+ts_status ts_cpu_decode_batch(ts_cpu *c, ts_cpu_seq *const *seqs, const int32_t *tokens, int B, float *logits,
+                              ts_error *err);
+
 /* One layer alone (phase-2 blocks): same contract as ts_ref_layer; n <= the prefill chunk. */
 ts_status ts_cpu_layer(ts_cpu *c, int layer, float *x, int n, int pos0, ts_error *err);
 
