@@ -154,10 +154,10 @@ static int jbuf_reserve(jbuf *b, size_t extra) {
     if (need <= b->cap) return 0;
     size_t cap = b->cap ? b->cap * 2 : 256;
     if (cap < need) cap = need;
-    /* Near the budget, grow only to what is needed so the limit is the budget, not a power of
-     * two below it. */
-    if (cap - b->cap > c->max_bytes - c->used_bytes && need - b->cap <= c->max_bytes - c->used_bytes)
-        cap = need;
+    /* Near the budget, take what is left of it (once), so the limit is the budget and not the
+     * power of two below it. */
+    size_t left = c->max_bytes - c->used_bytes;
+    if (cap - b->cap > left && need - b->cap <= left) cap = b->cap + left;
     if (budget_take(c, cap - b->cap) < 0) return -1;
     char *p = realloc(b->p, cap);
     if (!p) {
