@@ -96,7 +96,7 @@ static int format_one(jbuf *b, jv v, fspec *f, int pct) {
         } else if (v.k == JV_INT && v.u.i >= 0 && v.u.i <= 0x10ffff && !(v.u.i >= 0xd800 && v.u.i <= 0xdfff)) {
             cp = (uint32_t)v.u.i;
         } else return jfail(c, "%%c requires an int or a unicode character");
-        int ul = jutf8_put(u, cp);
+        int ul = ts_utf8_put(u, cp);
         return pad_out(b, f, "", u, (size_t)ul, pct ? '>' : '<');
     }
     int is_int_t = t == 'd' || t == 'i' || t == 'u' || t == 'x' || t == 'X' || t == 'o' || t == 'b';

@@ -47,7 +47,7 @@ int jb_encode(jctx *c, const uint32_t *cp, size_t n, jv *out) {
     char *b = jalloc(c, 4 * n + 1);
     if (!b) return -1;
     size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += (size_t)jutf8_put(b + k, cp[i]);
+    for (size_t i = 0; i < n; i++) k += (size_t)ts_utf8_put(b + k, cp[i]);
     return jv_str_trusted(c, b, k, out);
 }
 
@@ -271,7 +271,7 @@ fail:
 
 int jb_put_fill(jbuf *b, uint32_t fill, int64_t n) {
     char f[4], chunk[256];
-    int fl = jutf8_put(f, fill);
+    int fl = ts_utf8_put(f, fill);
     if (n <= 0) return 0;
     if ((uint64_t)n > b->c->max_bytes / (uint64_t)fl)
         return jfail_st(b->c, TS_ERR_UNSUPPORTED, "template exceeded its memory budget of %zu bytes", b->c->max_bytes);
