@@ -140,14 +140,10 @@ ts_status ts_cpu_decode_batch(ts_cpu *c, ts_cpu_seq *const *seqs, const int32_t 
  * construction, W read once per row); the vector variants replace them with kernels that read W
  * once per step (gemm_avx2.c, gemv_avx512.c, gemm_q_*.c). ---- */
 
-static void rows_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0, int n1,
-                      ts_gemm_tile t) {
-    for (int s = 0; s < S; s++) ts_cpu_gemm_bf16_avx2(y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, 1, n0, n1, t);
-}
 ts_gemm_fn ts_cpu_gemv_batch_for(ts_cpu_variant v) {
     if (v >= TS_CPU_AVX512BF16) return ts_cpu_gemv_batch_bf16_avx512;
     /* the scalar GEMM computes each (row, column) alone, the same whatever S: it is its own batch */
-    return v >= TS_CPU_AVX2 ? rows_avx2 : ts_cpu_gemm_bf16_scalar;
+    return v >= TS_CPU_AVX2 ? ts_cpu_gemv_batch_bf16_avx2 : ts_cpu_gemm_bf16_scalar;
 }
 
 #define ROWS_Q(name, fn)                                                                                               \
