@@ -286,6 +286,8 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->variant = v;
     c->gemm = ts_cpu_gemm_for(v);
     c->gemm_q = ts_cpu_gemm_q_for(v);
+    c->gemv_batch = ts_cpu_gemv_batch_for(v);
+    c->gemv_batch_q = ts_cpu_gemv_batch_q_for(v);
     c->attn_row = v >= TS_CPU_AVX2 ? ts_cpu_attn_row_avx2 : ts_cpu_attn_row_scalar;
     c->max_seq = max_seq;
     c->Hp = ts_gemm_kpad(H), c->Qp = ts_gemm_kpad(Q), c->Fp = ts_gemm_kpad(F);
@@ -302,14 +304,15 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->L = calloc((size_t)cf->n_layers, sizeof *c->L);
     c->owned = calloc((size_t)cf->n_layers * 20 + 8, sizeof *c->owned);
     size_t kv = (size_t)cf->n_layers * (size_t)max_seq * (size_t)KV;
-    c->k_cache = malloc(kv * sizeof(float));
-    c->v_cache = malloc(kv * sizeof(float));
+    c->self = (ts_cpu_seq){c, malloc(kv * sizeof(float)), malloc(kv * sizeof(float)), max_seq, 0};
+    c->kv = &c->self;
+    c->sc_len = max_seq;
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));
     size_t CH = (size_t)c->chunk, NT = (size_t)Q + 2 * (size_t)KV, rt = (size_t)(H > hd ? H : hd) * 2;
     size_t arena = arena_floats(cf, c->chunk, nth, max_seq);
     c->arena = malloc(arena * sizeof(float));
     if (c->disable & TS_OPT_LAST_LOGITS) c->lg_all = malloc(CH * (size_t)cf->n_vocab * sizeof(float));
-    if (!c->L || !c->owned || !c->k_cache || !c->v_cache || !c->inv_freq || !c->arena ||
+    if (!c->L || !c->owned || !c->self.k_cache || !c->self.v_cache || !c->inv_freq || !c->arena ||
         ((c->disable & TS_OPT_LAST_LOGITS) && !c->lg_all)) {
         ts_cpu_free(c);
         return ts_fail(err, TS_ERR_NOMEM, "cpu session: cannot allocate %zu MiB of KV cache and arena",
@@ -346,23 +349,22 @@ void ts_cpu_free(ts_cpu *c) {
     for (int i = 0; i < c->n_owned; i++) free(c->owned[i]);
     free(c->owned);
     free(c->L);
-    free(c->k_cache);
-    free(c->v_cache);
+    free(c->self.k_cache);
+    free(c->self.v_cache);
+    free(c->sc_heap);
     free(c->inv_freq);
     free(c->arena);
     free(c->lg_all);
     free(c);
 }
 
-void ts_cpu_reset(ts_cpu *c) { c->n_past = 0; }
-void ts_cpu_truncate(ts_cpu *c, int n) {
-    if (n >= 0 && n < c->n_past) c->n_past = n;
-}
+void ts_cpu_reset(ts_cpu *c) { c->self.n_past = 0; }
+void ts_cpu_truncate(ts_cpu *c, int n) { ts_cpu_seq_truncate(&c->self, n); }
 int ts_cpu_dispatches_per_layer(const ts_cpu *c) {
     if (!(c->disable & TS_OPT_FUSED)) return 3;
     return TS_N_STEPS - (c->c->qk_norm ? 0 : 1);
 }
-int ts_cpu_n_past(const ts_cpu *c) { return c->n_past; }
+int ts_cpu_n_past(const ts_cpu *c) { return c->self.n_past; }
 ts_cpu_variant ts_cpu_variant_of(const ts_cpu *c) { return c->variant; }
 int ts_cpu_threads(const ts_cpu *c) { return c->nth; }
 long ts_cpu_dispatches(const ts_cpu *c) { return ts_pool_regions(c->pool); }
@@ -372,14 +374,15 @@ ts_pool *ts_cpu_pool(ts_cpu *c) { return c->pool; }
 /* Sets the rows of the next dispatches and their RoPE cos/sin, once per chunk rather than
  * once per layer (every layer rotates the same positions). The angle is rounded to float
  * before cos/sin, as the oracle and transformers do. */
-static void set_rows(ts_cpu *c, int S, int pos0) {
+void ts_cpu_set_rows(ts_cpu *c, int S, int pos0) {
     int half = c->c->head_dim / 2;
     c->S = S;
     c->pos0 = pos0;
     for (int s = 0; s < S; s++) {
         float *cs = c->rope_cs + (size_t)s * 2 * half;
+        int pos = c->batch ? c->row_pos[s] : pos0 + s; /* a batched decode row: its own position */
         for (int i = 0; i < half; i++) {
-            float ang = (float)(pos0 + s) * c->inv_freq[i];
+            float ang = (float)pos * c->inv_freq[i];
             cs[i] = (float)cos((double)ang);
             cs[half + i] = (float)sin((double)ang);
         }
@@ -393,26 +396,32 @@ ts_status ts_cpu_layer(ts_cpu *c, int l, float *x, int S, int pos0, ts_error *er
                        l, S, pos0, c->chunk, c->max_seq);
     size_t bytes = sizeof(float) * (size_t)S * (size_t)cf->n_embd;
     memcpy(c->x, x, bytes);
-    set_rows(c, S, pos0);
+    ts_cpu_set_rows(c, S, pos0);
     c->layer = l;
     ts_cpu_run_layer(c);
     memcpy(x, c->x, bytes);
     return TS_OK;
 }
 
-ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits, int all_logits,
-                         float *hidden, ts_error *err) {
+void ts_cpu_embed_row(const ts_cpu *c, int32_t token, float *x) {
+    /* a BF16 embedding's rows are Hp apart (a padded copy when H % 16 != 0), a quantized one's H */
+    int H = c->c->n_embd;
+    size_t row = c->embed.dt == TS_DTYPE_BF16 ? (size_t)c->Hp : (size_t)H;
+    ts_dtype_to_f32(c->embed.dt, c->embed.w, (size_t)token * row, (size_t)H, x);
+}
+
+/* The forward on KV cache kv (the session's own or a sequence's). */
+ts_status ts_cpu_forward_kv(ts_cpu *c, ts_cpu_seq *kv, const int32_t *tokens, int n, float *logits, int all_logits,
+                            float *hidden, ts_error *err) {
     const ts_config *cf = c->c;
-    ts_status st = ts_model_check_tokens(cf, tokens, n, c->n_past, c->max_seq, "cpu", err);
+    ts_status st = ts_model_check_tokens(cf, tokens, n, kv->n_past, kv->cap, "cpu", err);
     if (st) return st;
     int H = cf->n_embd, L = cf->n_layers;
+    c->kv = kv;
     for (int c0 = 0; c0 < n; c0 += c->chunk) {
         int S = n - c0 < c->chunk ? n - c0 : c->chunk;
-        set_rows(c, S, c->n_past + c0);
-        /* a BF16 embedding's rows are Hp apart (a padded copy when H % 16 != 0), a quantized one's H */
-        size_t row = c->embed.dt == TS_DTYPE_BF16 ? (size_t)c->Hp : (size_t)H;
-        for (int s = 0; s < S; s++)
-            ts_dtype_to_f32(c->embed.dt, c->embed.w, (size_t)tokens[c0 + s] * row, (size_t)H, c->x + (size_t)s * H);
+        ts_cpu_set_rows(c, S, kv->n_past + c0);
+        for (int s = 0; s < S; s++) ts_cpu_embed_row(c, tokens[c0 + s], c->x + (size_t)s * H);
         if (hidden) memcpy(hidden + (size_t)c0 * H, c->x, sizeof(float) * (size_t)S * H);
         for (int l = 0; l < L; l++) {
             c->layer = l;
@@ -431,8 +440,14 @@ ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits,
                 memcpy(logits, c->lg_all + (size_t)(S - 1) * cf->n_vocab, sizeof(float) * (size_t)cf->n_vocab);
         }
     }
-    c->n_past += n;
+    kv->n_past += n;
+    c->kv = &c->self;
     return TS_OK;
+}
+
+ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits, int all_logits,
+                         float *hidden, ts_error *err) {
+    return ts_cpu_forward_kv(c, &c->self, tokens, n, logits, all_logits, hidden, err);
 }
 
 /* ---- one step alone (diagnosis) ---- */
@@ -467,7 +482,7 @@ ts_status ts_cpu_step(ts_cpu *c, int l, ts_step step, ts_step_state *st, int S, 
         return ts_fail(err, TS_ERR_ARG, "cpu step %d of layer %d: %d tokens at position %d do not fit (chunk %d)",
                        (int)step, l, S, pos0, c->chunk);
     size_t xb = sizeof(float) * (size_t)S * H;
-    set_rows(c, S, pos0);
+    ts_cpu_set_rows(c, S, pos0);
     c->layer = l;
     switch (step) { /* inputs */
     case TS_STEP_ATTN_NORM:
@@ -479,8 +494,8 @@ ts_status ts_cpu_step(ts_cpu *c, int l, ts_step step, ts_step_state *st, int S, 
     case TS_STEP_ATTENTION: {
         qkv_io(c, st, S, 1);
         size_t off = (size_t)l * (size_t)c->max_seq * (size_t)KV + (size_t)pos0 * KV;
-        memcpy(c->k_cache + off, st->k, sizeof(float) * (size_t)S * KV);
-        memcpy(c->v_cache + off, st->v, sizeof(float) * (size_t)S * KV);
+        memcpy(c->self.k_cache + off, st->k, sizeof(float) * (size_t)S * KV);
+        memcpy(c->self.v_cache + off, st->v, sizeof(float) * (size_t)S * KV);
         break;
     }
     case TS_STEP_O_PROJ:

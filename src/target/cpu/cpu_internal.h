@@ -26,6 +26,19 @@ typedef struct cpu_mat {
     ts_dtype dt; /* TS_DTYPE_BF16, TS_DTYPE_Q8_0 or TS_DTYPE_Q4_0 */
 } cpu_mat;
 
+/* A KV cache: FP32, (layer, position, kv_heads x head_dim), cap positions per layer. The
+ * session's own cache is one (ts_cpu.self); ts_cpu_seq_new makes more (batch.c). The forward
+ * runs on whichever ts_cpu.kv points at, so a sequence and the session share one code path. */
+struct ts_cpu_seq {
+    ts_cpu *c; /* the session it belongs to */
+    float *k_cache, *v_cache;
+    int cap, n_past;
+};
+
+/* Most sequences one decode step takes together (ts_cpu_decode_batch; also at most the
+ * session's prefill chunk, whose arena rows hold the batch). */
+#define CPU_BATCH_MAX TS_CPU_BATCH_MAX
+
 typedef struct cpu_layer {
     cpu_mat wq, wk, wv, wo, wg, wu, wd;
     const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *bg, *bu, *bd;
@@ -38,8 +51,19 @@ struct ts_cpu {
     ts_cpu_variant variant;
     ts_gemm_fn gemm;
     ts_gemm_q_fn gemm_q; /* for Q8_0 / Q4_0 matrices */
+    /* B rows each computed exactly as the S = 1 decode GEMV above computes one (bit for bit),
+     * W read once for all of them (ts_cpu_decode_batch) */
+    ts_gemm_fn gemv_batch;
+    ts_gemm_q_fn gemv_batch_q;
     ts_attn_row_fn attn_row;
-    int max_seq, n_past, chunk, nth;
+    int max_seq, chunk, nth;
+    ts_cpu_seq self; /* the session's own KV cache (ts_cpu_forward) */
+    ts_cpu_seq *kv;  /* the cache the next dispatches read and write: &self or a sequence */
+    /* Batched decode (ts_cpu_decode_batch): batch = B > 0 rows, row b one decode step of
+     * row_kv[b] at position row_pos[b]; 0: the rows are positions pos0.. of kv. */
+    int batch;
+    ts_cpu_seq *row_kv[CPU_BATCH_MAX];
+    int row_pos[CPU_BATCH_MAX];
     /* Row strides of the packed activations feeding a GEMM and of the weights it reads, for
      * K = hidden, heads x head_dim, intermediate: ts_gemm_kpad of each (gemm.h). */
     int Hp, Qp, Fp;
@@ -49,7 +73,9 @@ struct ts_cpu {
     void **owned;
     int n_owned;
     size_t converted;
-    float *k_cache, *v_cache, *inv_freq;
+    float *inv_freq;
+    int sc_len;         /* positions one attention score row holds: the largest cache capacity */
+    float *sc_heap;     /* scores moved off the arena for a sequence larger than max_seq */
     float *arena;
     float *x, *xn_p, *qkv, *att, *att_p, *o, *g, *u, *h_p, *scores, *rowtmp;
     float *rope_cs; /* (chunk, head_dim): cos then sin for each row's position */
@@ -84,11 +110,19 @@ void ts_cpu_split(int n, int ith, int nth, int align, int *a, int *b);
 int ts_cpu_s_bucket(int S);
 /* y[s * ldy + n] = x @ W^T for n in [n0, n1) by the kernel for W's type (gemm.h); K: the row
  * stride of xp's rows and of BF16 W (a padded K). */
+/* In a batched decode the S rows are S independent decode rows (the batch GEMVs). */
 static inline void ts_cpu_gemm_mat(const ts_cpu *c, cpu_mat W, float *y, int ldy, const float *xp, int ldx, int K,
                                    int S, int n0, int n1, ts_gemm_tile t) {
-    if (W.dt == TS_DTYPE_BF16) c->gemm(y, ldy, xp, ldx, W.w, K, S, n0, n1, t);
-    else c->gemm_q(y, ldy, xp, ldx, W.w, W.dt, K, S, n0, n1, t);
+    if (W.dt == TS_DTYPE_BF16) (c->batch ? c->gemv_batch : c->gemm)(y, ldy, xp, ldx, W.w, K, S, n0, n1, t);
+    else (c->batch ? c->gemv_batch_q : c->gemm_q)(y, ldy, xp, ldx, W.w, W.dt, K, S, n0, n1, t);
 }
 ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K);
+/* cpu_forward.c: the rows of the next dispatches (S; positions pos0.., or each batch row's)
+ * and their RoPE cos/sin; one token's embedding row into x (n_embd); the forward pass on one
+ * KV cache (ts_cpu_forward's contract), leaving c->kv at the session's own afterwards. */
+void ts_cpu_set_rows(ts_cpu *c, int S, int pos0);
+void ts_cpu_embed_row(const ts_cpu *c, int32_t token, float *x);
+ts_status ts_cpu_forward_kv(ts_cpu *c, ts_cpu_seq *kv, const int32_t *tokens, int n, float *logits, int all_logits,
+                            float *hidden, ts_error *err);
 
 #endif

@@ -45,6 +45,7 @@ void ts_cpu_split(int n, int ith, int nth, int align, int *a, int *b) {
 int ts_cpu_s_bucket(int S) { return S == 1 ? 1 : (S < 16 ? 2 : 3); }
 
 ts_gemm_tile ts_cpu_tile_for(const ts_cpu *c, int S, int N, int K) {
+    if (c->batch) S = 1; /* each row of a batched decode runs the decode GEMV's tile */
     int b = ts_cpu_s_bucket(S);
     ts_gemm_tile t = ts_cpu_gemm_default_tile(S, N, K);
     for (int i = 0; i < c->n_tiles; i++)
@@ -184,7 +185,6 @@ static void st_qk_norm(ts_cpu *c, int ith, int nth) {
 static void st_rope(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     int hd = cf->head_dim, Q = cf->n_heads * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV, a, b;
-    size_t layer_off = (size_t)c->layer * (size_t)c->max_seq * (size_t)KV;
     ts_cpu_split(c->S, ith, nth, 1, &a, &b);
     for (int s = a; s < b; s++) {
         float *q = c->qkv + (size_t)s * NT, *k = q + Q, *v = k + KV;
@@ -192,9 +192,12 @@ static void st_rope(ts_cpu *c, int ith, int nth) {
         rope(q, cf->n_heads, hd, cs, sn);
         rope(k, cf->n_kv_heads, hd, cs, sn);
         fault(c, TS_STEP_ROPE, q, s, 0, Q + KV);
-        int pos = c->pos0 + s;
-        memcpy(c->k_cache + layer_off + (size_t)pos * KV, k, sizeof(float) * (size_t)KV);
-        memcpy(c->v_cache + layer_off + (size_t)pos * KV, v, sizeof(float) * (size_t)KV);
+        /* a batched decode row goes into its own sequence's cache at its own position */
+        const ts_cpu_seq *kv = c->batch ? c->row_kv[s] : c->kv;
+        int pos = c->batch ? c->row_pos[s] : c->pos0 + s;
+        size_t off = ((size_t)c->layer * (size_t)kv->cap + (size_t)pos) * (size_t)KV;
+        memcpy(kv->k_cache + off, k, sizeof(float) * (size_t)KV);
+        memcpy(kv->v_cache + off, v, sizeof(float) * (size_t)KV);
     }
 }
 
@@ -202,12 +205,12 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     int hd = cf->head_dim, nh = cf->n_heads, Q = nh * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV;
     int group = nh / cf->n_kv_heads, a, b;
-    size_t layer_off = (size_t)c->layer * (size_t)c->max_seq * (size_t)KV;
-    const float *kc = c->k_cache + layer_off, *vc = c->v_cache + layer_off;
+    size_t layer_off = (size_t)c->layer * (size_t)c->kv->cap * (size_t)KV;
+    const float *kc = c->kv->k_cache + layer_off, *vc = c->kv->v_cache + layer_off;
     float scale = (float)(1.0 / sqrt((double)hd));
-    if (c->variant >= TS_CPU_AVX2 && c->S > 1 && !(c->disable & TS_OPT_TILED_ATTN)) {
+    if (c->variant >= TS_CPU_AVX2 && c->S > 1 && !c->batch && !(c->disable & TS_OPT_TILED_ATTN)) {
         /* Prefill: tiles of query rows per head, so each cached row is read once per tile. */
-        float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)(c->max_seq + 16);
+        float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)(c->sc_len + 16);
         int wide = c->variant >= TS_CPU_AVX512BF16 && ts_cpu_attn_tile_avx512_ok(hd);
         int tiles = (c->S + TS_ATTN_TILE - 1) / TS_ATTN_TILE;
         /* Round robin, not contiguous ranges: a causal tile's cost grows with its position,
@@ -223,12 +226,18 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
         }
         return;
     }
-    float *sc = c->scores + (size_t)ith * (size_t)c->max_seq;
+    float *sc = c->scores + (size_t)ith * (size_t)c->sc_len;
     ts_cpu_split(c->S * nh, ith, nth, 1, &a, &b);
     for (int it = a; it < b; it++) {
         int s = it / nh, h = it % nh, n_ctx = c->pos0 + s + 1, g = h / group;
+        const float *kr = kc, *vr = vc;
+        if (c->batch) { /* decode row s over its own sequence's cache */
+            const ts_cpu_seq *kv = c->row_kv[s];
+            size_t off = (size_t)c->layer * (size_t)kv->cap * (size_t)KV;
+            kr = kv->k_cache + off, vr = kv->v_cache + off, n_ctx = c->row_pos[s] + 1;
+        }
         float *o = c->att + (size_t)s * Q + (size_t)h * hd;
-        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, kc + (size_t)g * hd, vc + (size_t)g * hd, n_ctx, KV,
+        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, kr + (size_t)g * hd, vr + (size_t)g * hd, n_ctx, KV,
                     hd, scale, sc);
         fault(c, TS_STEP_ATTENTION, o, s, h * hd, hd);
     }

@@ -92,6 +92,12 @@ ts_status ts_cpu_forward_seq(ts_cpu *c, ts_cpu_seq *s, const int32_t *tokens, in
  * else is being served. */
 ts_status ts_cpu_decode_batch(ts_cpu *c, ts_cpu_seq *const *seqs, const int32_t *tokens, int B, float *logits,
                               ts_error *err);
+/* The most sequences one ts_cpu_decode_batch takes: TS_CPU_BATCH_MAX, or fewer on a session
+ * whose prefill chunk (min(max_seq, TS_CPU_PREFILL_CHUNK)) is smaller, since the batch's rows
+ * live in the chunk's activation buffers. More rows would gain little: at 32 rows a decode
+ * step's GEMVs are no longer bound by reading the weights. */
+#define TS_CPU_BATCH_MAX 32
+int ts_cpu_batch_max(const ts_cpu *c);
 
 /* One layer alone (phase-2 blocks): same contract as ts_ref_layer; n <= the prefill chunk. */
 ts_status ts_cpu_layer(ts_cpu *c, int layer, float *x, int n, int pos0, ts_error *err);

@@ -72,6 +72,19 @@ int ts_cpu_avx512_decode_f32(void);
 
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v);
 
+/* ---- Batched decode (continuous batching): the same signature, but the S rows are S
+ * independent decode rows, each computed exactly as the variant's S == 1 GEMV (with that tile)
+ * computes one row, bit for bit, while each W row is read from memory once for all of them
+ * (the rows are looped inside the W stream, in groups that fit the registers). */
+#define TS_GEMM_BATCH_MAX 32 /* rows of a batched decode: TS_CPU_BATCH_MAX (cpu_target.h) */
+ts_gemm_fn ts_cpu_gemv_batch_for(ts_cpu_variant v);
+void ts_cpu_gemv_batch_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
+                                 int n1, ts_gemm_tile tile);
+void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+                                  int n0, int n1);
+void ts_cpu_gemv_batch_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+                                   int n0, int n1, ts_gemm_tile tile);
+
 /* ---- Quantized weights (Q8_0, Q4_0) used in place: W (N, K) is N rows of K / 32 GGUF blocks
  * (io/dtype.h), K % 32 == 0, rows ts_gemm_row_bytes(dt, K) apart. Same contract as ts_gemm_fn
  * otherwise (xp packed, rows ldx apart, y[s * ldy + n] for n in [n0, n1)).
@@ -113,6 +126,20 @@ typedef void (*ts_gemm_q_rows_fn)(float *y, ts_gemm_qx qx, const uint8_t *W, ts_
 void ts_cpu_gemm_q_decode(float *y, const float *xp, const void *W, ts_dtype dt, int K, int n0, int n1,
                           ts_gemm_q_quant_fn quant, ts_gemm_q_rows_fn rows);
 
+/* The batched decode frame: each of the S rows quantized by `quant` as above (qx[s]; on the
+ * stack while they fit, else one allocation per call), then `rows` computes y[s * ldy + n] for
+ * every row s and n in [n0, n1), reading each W row once for all S rows. */
+typedef void (*ts_gemm_q_rows_batch_fn)(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt,
+                                        int K, int n0, int n1);
+void ts_cpu_gemm_q_decode_batch(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_q_quant_fn quant, ts_gemm_q_rows_batch_fn rows);
+void ts_cpu_gemv_batch_q_scalar(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_tile tile);
+void ts_cpu_gemv_batch_q_avx2(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                              int n0, int n1, ts_gemm_tile tile);
+void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_tile tile);
+
 void ts_cpu_gemm_q_scalar(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1, ts_gemm_tile tile);
 void ts_cpu_gemm_q_avx2(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
@@ -127,6 +154,8 @@ void ts_cpu_gemm_q_panels_avx2(float *y, int ldy, const float *xp, int ldx, cons
 void ts_cpu_gemm_q_panels_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
                                  int S, int n0, int n1);
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);
+/* The batched decode for Q8_0 / Q4_0 (as ts_cpu_gemv_batch_for: each row as the S == 1 path). */
+ts_gemm_q_fn ts_cpu_gemv_batch_q_for(ts_cpu_variant v);
 const char *ts_cpu_gemm_q_name(ts_cpu_variant v);
 /* A default tile for (S, N, K) before any autotuning. */
 ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K);

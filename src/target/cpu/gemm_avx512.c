@@ -122,7 +122,60 @@ static inline __attribute__((always_inline)) void gemv_tile(float *y, const uint
                                                   _mm512_add_ps(acc[j][1], acc[j][3])));
 }
 
-static void gemv_1(float *y, const uint16_t *x, int kp, const uint16_t *w, int K) { gemv_tile(y, x, kp, w, K, 1); }
+/* One W row against G rows of x (three BF16 parts each, rows ldx apart): per row the operations
+ * of gemv_tile above for one W row, in the same order, the W chunks loaded once for the G rows.
+ * The one-row GEMV is its G = 1 instance and a batched decode (ts_cpu_gemv_batch_bf16_avx512)
+ * the others, so a row's result does not depend on the batch (and gemv_tile's NR rows of W do
+ * not change a row's operations either). */
+static inline __attribute__((always_inline)) void gemv_xrows(float *y, const uint16_t *x, size_t ldx, int kp,
+                                                             const uint16_t *w, int K, int G) {
+    __m512 acc[4][4];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) acc[g][q] = _mm512_setzero_ps();
+    int b = 0;
+    for (; b + 64 <= K; b += 64) {
+        _mm_prefetch((const char *)(w + b) + TS_GEMM512_PREFETCH, _MM_HINT_T0); /* both lines of the 128 B */
+        _mm_prefetch((const char *)(w + b) + TS_GEMM512_PREFETCH + 64, _MM_HINT_T0);
+        __m512i w0 = _mm512_loadu_si512(w + b), w1 = _mm512_loadu_si512(w + b + 32);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const uint16_t *xh = x + (size_t)g * ldx, *xl = xh + kp, *xm = xh + 2 * (size_t)kp;
+            __m512i h0 = _mm512_loadu_si512(xh + b), l0 = _mm512_loadu_si512(xl + b), m0 = _mm512_loadu_si512(xm + b);
+            __m512i h1 = _mm512_loadu_si512(xh + b + 32), l1 = _mm512_loadu_si512(xl + b + 32);
+            __m512i m1 = _mm512_loadu_si512(xm + b + 32);
+            acc[g][0] = dp(acc[g][0], w0, h0);
+            acc[g][1] = dp(dp(acc[g][1], w0, m0), w0, l0);
+            acc[g][2] = dp(acc[g][2], w1, h1);
+            acc[g][3] = dp(dp(acc[g][3], w1, m1), w1, l1);
+        }
+    }
+    for (; b < K; b += 32) { /* 32 or 16 positions left (K % 16 == 0) */
+        __mmask32 m = K - b >= 32 ? 0xffffffffu : 0xffffu;
+        __m512i wv = _mm512_maskz_loadu_epi16(m, w + b);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const uint16_t *xh = x + (size_t)g * ldx, *xl = xh + kp, *xm = xh + 2 * (size_t)kp;
+            __m512i h = _mm512_maskz_loadu_epi16(m, xh + b), l = _mm512_maskz_loadu_epi16(m, xl + b);
+            __m512i mm = _mm512_maskz_loadu_epi16(m, xm + b);
+            acc[g][0] = dp(acc[g][0], wv, h);
+            acc[g][1] = dp(dp(acc[g][1], wv, mm), wv, l);
+        }
+    }
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+        y[g] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(acc[g][0], acc[g][2]),
+                                                  _mm512_add_ps(acc[g][1], acc[g][3])));
+}
+
+static void gemv_1(float *y, const uint16_t *x, int kp, const uint16_t *w, int K) { gemv_xrows(y, x, 0, kp, w, K, 1); }
+static void gemv_x2(float *y, const uint16_t *x, size_t ldx, int kp, const uint16_t *w, int K) { gemv_xrows(y, x, ldx, kp, w, K, 2); }
+static void gemv_x3(float *y, const uint16_t *x, size_t ldx, int kp, const uint16_t *w, int K) { gemv_xrows(y, x, ldx, kp, w, K, 3); }
+static void gemv_x4(float *y, const uint16_t *x, size_t ldx, int kp, const uint16_t *w, int K) { gemv_xrows(y, x, ldx, kp, w, K, 4); }
+static void gemv_x1(float *y, const uint16_t *x, size_t ldx, int kp, const uint16_t *w, int K) { gemv_xrows(y, x, ldx, kp, w, K, 1); }
+static void (*const k_gemv_x[5])(float *, const uint16_t *, size_t, int, const uint16_t *, int) = {
+    0, gemv_x1, gemv_x2, gemv_x3, gemv_x4};
 static void gemv_2(float *y, const uint16_t *x, int kp, const uint16_t *w, int K) { gemv_tile(y, x, kp, w, K, 2); }
 static void gemv_4(float *y, const uint16_t *x, int kp, const uint16_t *w, int K) { gemv_tile(y, x, kp, w, K, 4); }
 
@@ -148,6 +201,45 @@ void ts_cpu_gemv_bf16x3_avx512(float *y, const float *xp, const uint16_t *W, int
         for (; n + 2 <= n1; n += 2) gemv_2(y + n, x, kp, W + (size_t)n * K, K);
     for (; n < n1; n++) gemv_1(y + n, x, kp, W + (size_t)n * K, K);
     free(heap);
+}
+
+/* Batched decode, vdpbf16ps GEMV: each of the S rows split into its three BF16 parts once (on
+ * the stack up to BATCH_STACK halves, else one allocation per call), then per W row the x rows
+ * in groups of up to 4 (16 accumulators), the W row read from memory once. */
+#define BATCH_STACK (3 * 32768) /* 192 KiB: e.g. 4 rows of K = 8192 */
+static void gemv_batch_bf16x3(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
+                              int n1, int nr) {
+    int kp = (K + 31) & ~31;
+    size_t ld = 3 * (size_t)kp;
+    uint16_t sx[BATCH_STACK] __attribute__((aligned(64)));
+    uint16_t *x = sx, *heap = NULL;
+    float out[4];
+    if ((size_t)S * ld > BATCH_STACK) {
+        heap = aligned_alloc(64, sizeof(uint16_t) * (size_t)S * ld);
+        if (!heap) { /* the rows one by one, as their single decodes */
+            for (int s = 0; s < S; s++)
+                ts_cpu_gemv_bf16x3_avx512(y + (size_t)s * ldy, xp + (size_t)s * ldx, W, K, n0, n1, nr);
+            return;
+        }
+        x = heap;
+    }
+    for (int s = 0; s < S; s++) x_to_bf16(x + (size_t)s * ld, kp, 3, xp + (size_t)s * ldx, K);
+    for (int n = n0; n < n1; n++) {
+        const uint16_t *w = W + (size_t)n * K;
+        for (int s = 0; s < S; s += 4) {
+            int G = S - s < 4 ? S - s : 4;
+            k_gemv_x[G](out, x + (size_t)s * ld, ld, kp, w, K);
+            for (int g = 0; g < G; g++) y[(size_t)(s + g) * ldy + n] = out[g];
+        }
+    }
+    free(heap);
+}
+
+void ts_cpu_gemv_batch_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+                                   int n0, int n1, ts_gemm_tile t) {
+    if (n0 >= n1 || S < 1) return;
+    if (ts_cpu_avx512_decode_f32()) ts_cpu_gemv_batch_f32_avx512(y, ldy, xp, ldx, W, K, S, n0, n1);
+    else gemv_batch_bf16x3(y, ldy, xp, ldx, W, K, S, n0, n1, t.nr);
 }
 
 /* ---- Prefill: BF16 pair panels and a broadcast micro-kernel ---- */

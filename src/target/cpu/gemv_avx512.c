@@ -43,25 +43,50 @@ static inline __m512 odd_f32(__m512i w) {
     return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
 }
 
-/* One W row against x32: four accumulators over 64-position steps, a masked tail. */
-static inline float row_dot(const float *x32, const uint16_t *w, int K) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+/* One W row against G rows of x (x32 + g * ldx): per row four accumulators over 64-position
+ * steps and a masked tail. The S = 1 GEMV is the G = 1 instance and a batched decode (several
+ * rows, ts_cpu_gemv_batch_bf16_avx512) the others: each 64-byte chunk of W is loaded and
+ * widened once for the G rows, and every row's accumulators see the same operations in the
+ * same order as alone, so its result is bit-identical. */
+static inline __attribute__((always_inline)) void rows_dot(float *out, const float *x32, size_t ldx,
+                                                           const uint16_t *w, int K, int G) {
+    __m512 a[4][4];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++) a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
     int b = 0;
     for (; b + 64 <= K; b += 64) {
         _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH, _MM_HINT_T0); /* both lines of the 128 B */
         _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH + 64, _MM_HINT_T0);
         __m512i w0 = _mm512_loadu_si512(w + b), w1 = _mm512_loadu_si512(w + b + 32);
-        a0 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b), even_f32(w0), a0);
-        a1 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b + 16), odd_f32(w0), a1);
-        a2 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b + 32), even_f32(w1), a2);
-        a3 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b + 48), odd_f32(w1), a3);
+        __m512 e0 = even_f32(w0), o0 = odd_f32(w0), e1 = even_f32(w1), o1 = odd_f32(w1);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const float *x = x32 + (size_t)g * ldx + b;
+            a[g][0] = _mm512_fmadd_ps(_mm512_load_ps(x), e0, a[g][0]);
+            a[g][1] = _mm512_fmadd_ps(_mm512_load_ps(x + 16), o0, a[g][1]);
+            a[g][2] = _mm512_fmadd_ps(_mm512_load_ps(x + 32), e1, a[g][2]);
+            a[g][3] = _mm512_fmadd_ps(_mm512_load_ps(x + 48), o1, a[g][3]);
+        }
     }
     for (; b < K; b += 32) { /* 32 or 16 positions left (K % 16 == 0); x32 is zero past K */
         __m512i w0 = _mm512_maskz_loadu_epi16(K - b >= 32 ? 0xffffffffu : 0xffffu, w + b);
-        a0 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b), even_f32(w0), a0);
-        a1 = _mm512_fmadd_ps(_mm512_load_ps(x32 + b + 16), odd_f32(w0), a1);
+        __m512 e0 = even_f32(w0), o0 = odd_f32(w0);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const float *x = x32 + (size_t)g * ldx + b;
+            a[g][0] = _mm512_fmadd_ps(_mm512_load_ps(x), e0, a[g][0]);
+            a[g][1] = _mm512_fmadd_ps(_mm512_load_ps(x + 16), o0, a[g][1]);
+        }
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++)
+        out[g] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[g][0], a[g][1]), _mm512_add_ps(a[g][2], a[g][3])));
+}
+
+static inline float row_dot(const float *x32, const uint16_t *w, int K) {
+    float r;
+    rows_dot(&r, x32, 0, w, K, 1);
+    return r;
 }
 
 void ts_cpu_gemv_f32_avx512(float *y, const float *xp, const uint16_t *W, int K, int n0, int n1) {
@@ -77,6 +102,42 @@ void ts_cpu_gemv_f32_avx512(float *y, const float *xp, const uint16_t *W, int K,
     }
     x_regroup(x32, xp, K);
     for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K);
+    free(heap);
+}
+
+static void rows_dot_1(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 1); }
+static void rows_dot_2(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 2); }
+static void rows_dot_3(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 3); }
+static void rows_dot_4(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 4); }
+static void (*const k_rows_dot[5])(float *, const float *, size_t, const uint16_t *, int) = {
+    0, rows_dot_1, rows_dot_2, rows_dot_3, rows_dot_4};
+
+/* Batched decode, FP32 GEMV: S rows of x regrouped once (on the stack up to BATCH_STACK
+ * floats, else one allocation per call), then for each W row the rows in groups of up to 4
+ * (16 accumulators): the W row is read from memory once and from L1 for the next groups. */
+#define BATCH_STACK 65536 /* 256 KiB: e.g. 8 rows of K = 8192 */
+void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+                                  int n0, int n1) {
+    size_t K32 = (size_t)((K + 31) & ~31);
+    float sx[BATCH_STACK] __attribute__((aligned(64)));
+    float *x32 = sx, *heap = NULL, out[4];
+    if ((size_t)S * K32 > BATCH_STACK) {
+        heap = aligned_alloc(64, sizeof(float) * (size_t)S * K32);
+        if (!heap) { /* the rows one by one, as their single decodes */
+            for (int s = 0; s < S; s++) ts_cpu_gemv_f32_avx512(y + (size_t)s * ldy, xp + (size_t)s * ldx, W, K, n0, n1);
+            return;
+        }
+        x32 = heap;
+    }
+    for (int s = 0; s < S; s++) x_regroup(x32 + (size_t)s * K32, xp + (size_t)s * ldx, K);
+    for (int n = n0; n < n1; n++) {
+        const uint16_t *w = W + (size_t)n * K;
+        for (int s = 0; s < S; s += 4) {
+            int G = S - s < 4 ? S - s : 4;
+            k_rows_dot[G](out, x32 + (size_t)s * K32, K32, w, K);
+            for (int g = 0; g < G; g++) y[(size_t)(s + g) * ldy + n] = out[g];
+        }
+    }
     free(heap);
 }
 

@@ -1,0 +1,154 @@
+/* Several sequences on one session (tessera serve's continuous batching): a ts_cpu_seq is a KV
+ * cache of its own, run by the session's one forward pass (ts_cpu_forward_kv) with the
+ * session's weights, threads and arena. ts_cpu_decode_batch runs one decode step of B
+ * sequences as one pass of B rows: each GEMM reads its weights once for all B rows (decode is
+ * bound by that read), while RoPE, the KV store and attention use each row's own position and
+ * cache. Every row goes through the S = 1 decode arithmetic (the batch GEMVs, gemm.h), so a
+ * sequence's logits do not depend on what else is in the batch. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "target/cpu/cpu_internal.h"
+#include "target/cpu/cpu_target.h"
+#include "target/cpu/gemm.h"
+
+_Static_assert(TS_GEMM_BATCH_MAX >= TS_CPU_BATCH_MAX, "the batch GEMVs take every row of a batch");
+
+/* Attention scores hold one row of the largest cache: a sequence longer than the session's
+ * own max_seq moves them off the arena into a larger buffer (between passes, never during). */
+static ts_status grow_scores(ts_cpu *c, int cap, ts_error *err) {
+    if (cap <= c->sc_len) return TS_OK;
+    size_t n = (size_t)c->nth * TS_ATTN_TILE * ((size_t)cap + 16);
+    float *p = malloc(n * sizeof *p);
+    if (!p) return ts_fail(err, TS_ERR_NOMEM, "cpu sequence: cannot allocate %zu KiB of attention scores", n * 4 >> 10);
+    free(c->sc_heap);
+    c->sc_heap = c->scores = p;
+    c->sc_len = cap;
+    return TS_OK;
+}
+
+ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err) {
+    *out = NULL;
+    const ts_config *cf = c->c;
+    if (max_seq < 1 || max_seq > (1 << 24))
+        return ts_fail(err, TS_ERR_ARG, "cpu sequence: capacity %d outside [1, 2^24]", max_seq);
+    ts_status st = ts_model_check_context(c->m, max_seq, "cpu sequence: capacity", err);
+    if (st) return st;
+    size_t kv = (size_t)cf->n_layers * (size_t)max_seq * (size_t)cf->n_kv_heads * (size_t)cf->head_dim;
+    ts_cpu_seq *s = calloc(1, sizeof *s);
+    if (s) *s = (ts_cpu_seq){c, malloc(kv * sizeof(float)), malloc(kv * sizeof(float)), max_seq, 0};
+    if (!s || !s->k_cache || !s->v_cache) {
+        ts_cpu_seq_free(s);
+        return ts_fail(err, TS_ERR_NOMEM, "cpu sequence: cannot allocate %zu MiB of KV cache (%d positions)",
+                       2 * kv * sizeof(float) >> 20, max_seq);
+    }
+    if ((st = grow_scores(c, max_seq, err))) {
+        ts_cpu_seq_free(s);
+        return st;
+    }
+    *out = s;
+    return TS_OK;
+}
+
+void ts_cpu_seq_free(ts_cpu_seq *s) {
+    if (!s) return;
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s);
+}
+
+int ts_cpu_seq_n_past(const ts_cpu_seq *s) { return s->n_past; }
+int ts_cpu_seq_capacity(const ts_cpu_seq *s) { return s->cap; }
+
+void ts_cpu_seq_truncate(ts_cpu_seq *s, int n) {
+    if (n >= 0 && n < s->n_past) s->n_past = n;
+}
+
+ts_status ts_cpu_seq_copy(ts_cpu_seq *dst, const ts_cpu_seq *src, int n, ts_error *err) {
+    if (dst->c != src->c)
+        return ts_fail(err, TS_ERR_ARG, "cpu sequence copy: the two sequences belong to different sessions");
+    if (n < 0 || n > src->n_past || n > dst->cap)
+        return ts_fail(err, TS_ERR_ARG,
+                       "cpu sequence copy: %d positions, but the source holds %d and the destination has room for %d",
+                       n, src->n_past, dst->cap);
+    if (dst == src) {
+        dst->n_past = n;
+        return TS_OK;
+    }
+    const ts_config *cf = dst->c->c;
+    size_t KV = (size_t)cf->n_kv_heads * (size_t)cf->head_dim, len = (size_t)n * KV * sizeof(float);
+    for (int l = 0; l < cf->n_layers; l++) { /* per layer: the two caches' layer strides differ */
+        memcpy(dst->k_cache + (size_t)l * dst->cap * KV, src->k_cache + (size_t)l * src->cap * KV, len);
+        memcpy(dst->v_cache + (size_t)l * dst->cap * KV, src->v_cache + (size_t)l * src->cap * KV, len);
+    }
+    dst->n_past = n;
+    return TS_OK;
+}
+
+ts_status ts_cpu_forward_seq(ts_cpu *c, ts_cpu_seq *s, const int32_t *tokens, int n, float *logits, int all_logits,
+                             ts_error *err) {
+    if (!s || s->c != c) return ts_fail(err, TS_ERR_ARG, "cpu forward: the sequence belongs to another session");
+    return ts_cpu_forward_kv(c, s, tokens, n, logits, all_logits, NULL, err);
+}
+
+int ts_cpu_batch_max(const ts_cpu *c) { return c->chunk < CPU_BATCH_MAX ? c->chunk : CPU_BATCH_MAX; }
+
+ts_status ts_cpu_decode_batch(ts_cpu *c, ts_cpu_seq *const *seqs, const int32_t *tokens, int B, float *logits,
+                              ts_error *err) {
+    const ts_config *cf = c->c;
+    int bmax = ts_cpu_batch_max(c);
+    if (B < 1 || B > bmax)
+        return ts_fail(err, TS_ERR_ARG,
+                       "cpu decode batch: %d sequences, this session takes 1 to %d in one step (at most %d, and at "
+                       "most its prefill chunk of %d rows)",
+                       B, bmax, CPU_BATCH_MAX, c->chunk);
+    for (int b = 0; b < B; b++) {
+        const ts_cpu_seq *s = seqs[b];
+        if (!s || s->c != c)
+            return ts_fail(err, TS_ERR_ARG, "cpu decode batch: sequence %d is %s", b,
+                           s ? "from another session" : "NULL");
+        for (int j = 0; j < b; j++)
+            if (seqs[j] == s)
+                return ts_fail(err, TS_ERR_ARG, "cpu decode batch: sequences %d and %d are the same sequence", j, b);
+        if (s->n_past >= s->cap)
+            return ts_fail(err, TS_ERR_ARG, "cpu decode batch: sequence %d is full (%d of %d positions)", b,
+                           s->n_past, s->cap);
+        if (tokens[b] < 0 || tokens[b] >= cf->n_vocab)
+            return ts_fail(err, TS_ERR_ARG, "cpu decode batch: token %d of sequence %d is outside the vocabulary [0, %d)",
+                           tokens[b], b, cf->n_vocab);
+    }
+    int H = cf->n_embd;
+    c->batch = B;
+    for (int b = 0; b < B; b++) {
+        c->row_kv[b] = seqs[b];
+        c->row_pos[b] = seqs[b]->n_past;
+        ts_cpu_embed_row(c, tokens[b], c->x + (size_t)b * H);
+    }
+    ts_cpu_set_rows(c, B, 0);
+    for (int l = 0; l < cf->n_layers; l++) {
+        c->layer = l;
+        ts_cpu_run_layer(c);
+    }
+    /* every row needs its logits: all B rows through the LM head, straight into the output */
+    c->lg_row0 = 0, c->lg_rows = B, c->lg_out = logits;
+    ts_cpu_dispatch(c, ts_cpu_lm_head, CPU_PROF_LM_HEAD);
+    c->batch = 0;
+    for (int b = 0; b < B; b++) seqs[b]->n_past++;
+    return TS_OK;
+}
+
+/* ---- The batch GEMVs of each variant (gemm.h; kernels in gemm_avx2.c, gemm_avx512.c,
+ * gemv_avx512.c, gemm_q*.c) ---- */
+
+ts_gemm_fn ts_cpu_gemv_batch_for(ts_cpu_variant v) {
+    if (v >= TS_CPU_AVX512BF16) return ts_cpu_gemv_batch_bf16_avx512;
+    /* the scalar GEMM computes each (row, column) alone, the same whatever S: it is its own batch */
+    return v >= TS_CPU_AVX2 ? ts_cpu_gemv_batch_bf16_avx2 : ts_cpu_gemm_bf16_scalar;
+}
+
+ts_gemm_q_fn ts_cpu_gemv_batch_q_for(ts_cpu_variant v) {
+    ts_gemm_q_fn f = ts_cpu_gemm_q_for(v);
+    if (f == ts_cpu_gemm_q_avx512) return ts_cpu_gemv_batch_q_avx512;
+    return f == ts_cpu_gemm_q_avx2 ? ts_cpu_gemv_batch_q_avx2 : ts_cpu_gemv_batch_q_scalar;
+}
