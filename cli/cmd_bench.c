@@ -1,5 +1,5 @@
 /* tessera bench MODEL [--prefill 128,512] [--decode 128] [--gen N] [--threads N] [--trials N]
- *                     [--json]
+ *                     [--json] [--batch 1,2,4,8]
  * Prefill and decode speed of the cpu target, with this machine's own peaks (FMA throughput,
  * streaming read bandwidth) measured in the same run, so results are quoted as fractions. The
  * timing is deploy/measure.h's, the same harness phases 4, 5 and 7 use. */
@@ -22,22 +22,79 @@
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
-    "                     [--trials 5] [--autotune] [--copy-weights] [--quant q8_0|q4_0] [--json]\n\n"
+    "                     [--trials 5] [--autotune] [--copy-weights] [--quant q8_0|q4_0] [--json]\n"
+    "                     [--batch 1,2,4,8]\n\n"
     "--copy-weights copies the weights at load (2 MiB huge pages where the kernel allows)\n"
     "instead of reading them in place from the mmap. --quant quantizes BF16/F16/F32 weight\n"
-    "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them).";
+    "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them).\n"
+    "--batch measures only batched decode instead (continuous batching): for each count B,\n"
+    "B sequences with their own --decode-token contexts decode --gen tokens together; it\n"
+    "reports the aggregate tokens/s and its ratio to B = 1.";
 
 
 #define MAX_SIZES 8
 
+/* "128,512" -> sizes; -1 when malformed or more than MAX_SIZES. */
+static int parse_sizes(const char *p, int *sizes, long long hi) {
+    int n = 0;
+    while (*p) {
+        long long v;
+        char buf[32];
+        size_t len = strcspn(p, ",");
+        if (n == MAX_SIZES || len == 0 || len >= sizeof buf) return -1;
+        memcpy(buf, p, len);
+        buf[len] = 0;
+        if (cli_parse_int(buf, 1, hi, &v)) return -1;
+        sizes[n++] = (int)v;
+        p += len + (p[len] == ',');
+    }
+    return n;
+}
+
+/* --batch: aggregate decode tokens/s at each batch size, and the ratio to one sequence. */
+static int bench_batch(const char *dir, ts_model *m, const ts_measure_opts *mo, const int *bs, int nb, int ctx, int gen,
+                       int as_json) {
+    ts_measurement r[MAX_SIZES] = {{0}};
+    ts_error err;
+    ts_status s = TS_OK;
+    for (int k = 0; k < nb && !s; k++) s = ts_measure_decode_batch(m, mo, ctx, gen, bs[k], &r[k], &err);
+    if (s) {
+        for (int k = 0; k < nb; k++) ts_measurement_free(&r[k]);
+        ts_model_close(m);
+        return cli_fail("bench", s, &err);
+    }
+    double base = r[0].rate; /* the ratio's reference: B = 1 when listed, else the first size */
+    for (int k = 0; k < nb; k++)
+        if (bs[k] == 1) base = r[k].rate;
+    const char *variant = ts_cpu_variant_name(ts_cpu_best_variant());
+    if (as_json) {
+        printf("{\"model\": \"%s\", \"target\": \"cpu\", \"variant\": \"%s\", \"threads\": %d, \"decode_ctx\": %d, "
+               "\"gen\": %d, \"batch\": [", dir, variant, mo->threads, ctx, gen);
+        for (int k = 0; k < nb; k++)
+            printf("%s{\"sequences\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"per_sequence_tok_s\": %.3f, \"ratio\": %.3f}",
+                   k ? ", " : "", bs[k], r[k].rate, r[k].rate_sd, r[k].rate / bs[k], r[k].rate / base);
+        printf("]}\n");
+    } else {
+        printf("bench %s: cpu target, %s, %d threads, %d trials; batched decode of %d tokens after %d-token contexts\n",
+               dir, variant, mo->threads, mo->trials, gen, ctx);
+        for (int k = 0; k < nb; k++)
+            printf("decode %2d sequences: %8.2f tok/s aggregate (sd %.2f), %7.2f per sequence, %.2fx one sequence\n", bs[k],
+                   r[k].rate, r[k].rate_sd, r[k].rate / bs[k], r[k].rate / base);
+    }
+    for (int k = 0; k < nb; k++) ts_measurement_free(&r[k]);
+    ts_model_close(m);
+    return 0;
+}
+
 int cmd_bench(int argc, char **argv) {
-    const char *dir = NULL, *prefill = "128,512";
+    const char *dir = NULL, *prefill = "128,512", *batch = NULL;
     long long decode_ctx = 128, gen = 16, threads = 0, trials = 5;
     int as_json = 0, autotune = 0, copy_weights = 0, quant = -1;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         long long lo = 1, hi = 1 << 20;
         if (!strcmp(argv[i], "--prefill") && i + 1 < argc) prefill = argv[++i];
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc) batch = argv[++i];
         else if (!strcmp(argv[i], "--decode") && i + 1 < argc) dst = &decode_ctx;
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) dst = &gen;
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) dst = &threads, hi = 256;
@@ -57,20 +114,10 @@ int cmd_bench(int argc, char **argv) {
             return cli_usage("bench", k_usage, "numeric option out of range");
     }
     if (!dir) return cli_usage("bench", k_usage, "expects MODEL_DIR");
-    int sizes[MAX_SIZES], n_sizes = 0;
-    for (const char *p = prefill; *p;) {
-        if (n_sizes == MAX_SIZES) return cli_usage("bench", k_usage, "--prefill takes at most 8 sizes");
-        long long v;
-        char buf[32];
-        size_t len = strcspn(p, ",");
-        if (len == 0 || len >= sizeof buf) return cli_usage("bench", k_usage, "--prefill expects sizes like 128,512");
-        memcpy(buf, p, len);
-        buf[len] = 0;
-        if (cli_parse_int(buf, 1, 1 << 20, &v)) return cli_usage("bench", k_usage, "--prefill expects sizes like 128,512");
-        sizes[n_sizes++] = (int)v;
-        p += len + (p[len] == ',');
-    }
-    if (n_sizes == 0) return cli_usage("bench", k_usage, "--prefill expects sizes like 128,512");
+    int sizes[MAX_SIZES], n_sizes = parse_sizes(prefill, sizes, 1 << 20), bsz[MAX_SIZES], n_b = 0;
+    if (n_sizes <= 0) return cli_usage("bench", k_usage, "--prefill expects at most 8 sizes like 128,512");
+    if (batch && (n_b = parse_sizes(batch, bsz, TS_CPU_BATCH_MAX)) <= 0)
+        return cli_usage("bench", k_usage, "--batch expects at most 8 sequence counts from 1 to 32, like 1,2,4,8");
 
     double t0 = ts_now_s();
     ts_error err;
@@ -98,6 +145,11 @@ int cmd_bench(int argc, char **argv) {
     /* A copying plan drops the mapped pages as a copying `tessera run` does. */
     ts_measure_opts mo = {.threads = nth, .trials = (int)trials, .disable = copy_weights ? TS_OPT_ZERO_COPY : 0,
                           .tiles = tiles, .release_source = copy_weights};
+    if (n_b) {
+        int rc = bench_batch(dir, m, &mo, bsz, n_b, (int)decode_ctx, (int)gen, as_json);
+        json_decref(tiles);
+        return rc;
+    }
     const ts_config *c = ts_model_config(m);
     ts_measurement pf[MAX_SIZES] = {{0}}, dec = {0};
     /* The peaks are probed before and after the measurements and the better of the two kept: a

@@ -140,15 +140,15 @@ static ts_status open_session(const char *path, ts_session **s, ts_error *e) {
     return ts_session_open(&o, 1, NULL, NULL, s, e);
 }
 
-/* A Llama-3.1 template (knowledge-cutoff date header: refused) whose tail a NUL would hide. */
+/* A template whose tail a NUL would hide: whole, it opens (the interpreter runs any template);
+ * cut by a NUL, the file is refused rather than run on half its template. */
 static void test_template_nul(void) {
     const char *p = path_of("tmpl_nul.gguf");
     write_model(p, &(edit){.tmpl = "<|start_header_id|>system<|end_header_id|>@Cutting Knowledge Date: x"});
     ts_session *s;
     ts_error e = {0};
     ts_status st = open_session(p, &s, &e);
-    CHECK(st == TS_ERR_UNSUPPORTED && strstr(e.msg, "Llama-3.1/3.2"), "the date-header template: status %d: %s",
-          (int)st, e.msg);
+    CHECK(st == TS_OK, "the whole template: status %d: %s", (int)st, e.msg);
     ts_session_close(s);
     patch(p, ">@Cutting", ">\0Cutting", 9);
     st = open_session(p, &s, &e);

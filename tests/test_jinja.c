@@ -143,6 +143,10 @@ static void test_positions(void) {
     st = render("ok\n\n  {% if x %}{{ 1 + }}{% endif %}", NULL, NULL, &out, &err);
     CHECK(st == TS_ERR_FORMAT && strstr(err.msg, "case.jinja:3:"), "syntax error position: %s", err.msg);
     free(out);
+    /* found by fuzz_jinja: a slice inside a tuple subscript had no object to slice */
+    st = render("{{ messages[1:2, 0] }}", NULL, NULL, &out, &err);
+    CHECK(st == TS_ERR_FORMAT && strstr(err.msg, "case.jinja:1:"), "tuple slice: %s", st ? err.msg : "rendered");
+    free(out);
     st = render("{{ raise_exception('Conversation roles must alternate') }}", NULL, NULL, &out, &err);
     CHECK(st == TS_ERR_ARG && strstr(err.msg, "Conversation roles must alternate"), "raise: %s", err.msg);
     free(out);

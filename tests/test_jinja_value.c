@@ -346,6 +346,7 @@ static void test_methods_tuples(void) {
           "append: %s", g_err.msg);
     jctx_free(&c);
     ctx(&c);
+    lst = from_json(&c, "[1]");
     CHECK(jb_method_lookup(&c, lst, "nope", &m) == -2, "unknown method is -2");
     CHECK(jb_method_lookup(&c, jv_int(1), "upper", &m) == -2, "int has no methods");
     jv f;

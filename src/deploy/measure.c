@@ -193,6 +193,56 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
     return s;
 }
 
+ts_status ts_measure_decode_batch(const ts_model *m, const ts_measure_opts *o, int C, int D, int B, ts_measurement *r,
+                                  ts_error *err) {
+    const ts_config *c = ts_model_config(m);
+    ts_status s = begin(o, r, err);
+    if (s) return s;
+    if (C < 1 || D < 1 || B < 1 || B > TS_CPU_BATCH_MAX) {
+        ts_measurement_free(r);
+        return ts_fail(err, TS_ERR_ARG,
+                       "measurement: %d sequences (1 to %d) decoding %d tokens after %d-token contexts (both >= 1)", B,
+                       TS_CPU_BATCH_MAX, D, C);
+    }
+    size_t V = (size_t)c->n_vocab;
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)C), *next = malloc(sizeof(int32_t) * (size_t)B);
+    float *lg = malloc(sizeof(float) * V * (size_t)B), *lg0 = malloc(sizeof(float) * V * (size_t)B);
+    ts_cpu_seq *seqs[TS_CPU_BATCH_MAX] = {0};
+    ts_cpu *cp = NULL;
+    if (!toks || !next || !lg || !lg0) s = ts_fail(err, TS_ERR_NOMEM, "measurement: out of memory for %d contexts", B);
+    /* the session's own cache stays unused: its size only sets the prefill chunk (>= B rows) */
+    if (!s) s = open_plan(m, o, C + D > B ? C + D : B, &cp, r, err);
+    for (int b = 0; b < B && !s; b++) { /* a different context per sequence */
+        ts_phase_prompt_tokens(c, 7 + (uint64_t)b, 200, toks, C);
+        s = ts_cpu_seq_new(cp, C + D, &seqs[b], err);
+        if (!s) s = ts_cpu_forward_seq(cp, seqs[b], toks, C, lg0 + (size_t)b * V, 0, err);
+    }
+    long d0 = 0;
+    int runs = 0;
+    for (int i = -1; i < o->trials && !s; i++) {
+        if (i == 0) ts_cpu_profile_reset(cp), d0 = ts_cpu_dispatches(cp);
+        double b0 = ts_now_s() * 1e3, dt = 0;
+        int k = 0;
+        do { /* as ts_measure_decode: a cold run, then warm trials of at least the minimum */
+            for (int b = 0; b < B; b++) ts_cpu_seq_truncate(seqs[b], C);
+            memcpy(lg, lg0, sizeof(float) * V * (size_t)B);
+            for (int g = 0; g < D && !s; g++) {
+                for (int b = 0; b < B; b++) next[b] = ts_argmax(lg + (size_t)b * V, c->n_vocab);
+                s = ts_cpu_decode_batch(cp, seqs, next, B, lg, err);
+            }
+            k++;
+        } while (!s && (dt = ts_now_s() * 1e3 - b0) < TS_MEASURE_MIN_TRIAL_MS && i >= 0);
+        if (i < 0) r->cold_ms = ts_now_s() * 1e3 - b0;
+        else r->samples[i] = dt / k, runs += k;
+    }
+    if (!s) finish(r, cp, B * D, runs * D, ts_cpu_dispatches(cp) - d0);
+    for (int b = 0; b < B; b++) ts_cpu_seq_free(seqs[b]);
+    ts_cpu_free(cp);
+    free(toks), free(next), free(lg), free(lg0);
+    if (s) ts_measurement_free(r);
+    return s;
+}
+
 void ts_measurement_free(ts_measurement *r) {
     free(r->samples);
     json_decref(r->profile);

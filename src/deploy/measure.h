@@ -50,6 +50,11 @@ ts_status ts_measure_prefill(const ts_model *m, const ts_measure_opts *o, int P,
  * cache truncated back to C); cold: the first run right after the context's prefill. */
 ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, int D, ts_measurement *r,
                             ts_error *err);
+/* Batched greedy decode (continuous batching, ts_cpu_decode_batch): B sequences, each with its
+ * own C-token context, decode D tokens together, each trial from the same contexts; rate is
+ * the aggregate tokens per second of all B (B x D tokens per run). 1 <= B <= TS_CPU_BATCH_MAX. */
+ts_status ts_measure_decode_batch(const ts_model *m, const ts_measure_opts *o, int C, int D, int B, ts_measurement *r,
+                                  ts_error *err);
 void ts_measurement_free(ts_measurement *r);
 /* 1 when a measurement can be used as data: `trials` samples, each finite and positive, finite
  * positive cold and mean times and rate, finite standard deviations. Phases 4-5 gate on it (a

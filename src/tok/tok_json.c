@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 
 ts_status tok_json_fail(tok_jcur *c, const char *expected) {
     size_t line = 1, col = 1;
@@ -59,28 +60,6 @@ static int hex4(const char *p, uint32_t *v) {
     return 0;
 }
 
-static size_t put_utf8(char *o, uint32_t cp) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* Bytes that end a plain run inside a string: '"', '\\' and control characters. */
 static inline int ends_run(uint8_t c) { return c < 0x20 || c == '"' || c == '\\'; }
@@ -129,7 +108,7 @@ ts_status tok_json_string(tok_jcur *c, tok_buf *out) {
             } else if (cp >= 0xDC00 && cp < 0xE000) {
                 return tok_json_fail(c, "no lone low surrogate");
             }
-            k = put_utf8(ch, cp);
+            k = (size_t)ts_utf8_put(ch, cp);
             break;
         }
         default: c->p = q + 1; return tok_json_fail(c, "a valid escape character");

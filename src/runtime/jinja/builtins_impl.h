@@ -52,6 +52,10 @@ int jb_s_islower(const jstr *s);
 int jb_s_isupper(const jstr *s);
 /* Python's str % args (printf-style); args is a tuple, a single value, or a dict. */
 int jb_s_percent(jctx *c, const jstr *fmt, jv args, jv *out);
+/* str.format(*args, **kwargs) with simple fields ({}, {0}, {name}) and format specs. */
+int jb_s_format(jctx *c, const jstr *fmt, const jargs *a, jv *out);
+/* n copies of the code point fill, charged against the budgets. */
+int jb_put_fill(jbuf *b, uint32_t fill, int64_t n);
 /* Python's str.isspace() for one code point (what split() and strip() remove). */
 int jb_py_isspace(uint32_t cp);
 /* `\w` of Python's re for one code point. */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
 #include "runtime/jinja/ast.h"
 
 typedef struct lexer {
@@ -187,16 +188,6 @@ static int hexval(char c) {
     return -1;
 }
 
-static size_t put_utf8(char *o, unsigned cp) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xc0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f)); return 3;
-    }
-    o[0] = (char)(0xf0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f)); return 4;
-}
 
 /* A string literal's body (between the quotes) with Python's escapes decoded. */
 static int lex_string(lexer *L, jtok *t, const char *s, size_t n) {
@@ -233,7 +224,7 @@ static int lex_string(lexer *L, jtok *t, const char *s, size_t n) {
                 int k = 0;
                 while (k < 3 && i < n && s[i] >= '0' && s[i] <= '7') v = v * 8 + (unsigned)(s[i++] - '0'), k++;
                 i--;
-                m += put_utf8(o + m, v);
+                m += (size_t)ts_utf8_put(o + m, v);
             } else {
                 o[m++] = '\\'; /* unknown escapes stay as written, as in Python */
                 o[m++] = c;
@@ -249,7 +240,7 @@ static int lex_string(lexer *L, jtok *t, const char *s, size_t n) {
             }
             if (v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
                 return fail(L, t->line, t->col, "escape is not a valid Unicode character");
-            m += put_utf8(o + m, (unsigned)v);
+            m += (size_t)ts_utf8_put(o + m, (uint32_t)v);
         }
     }
     o[m] = 0;

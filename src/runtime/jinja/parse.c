@@ -292,6 +292,8 @@ static jnode *parse_postfix(parser *P, jnode *n) {
             next(P);
             if (!idx.n) return perr(P, at, "%s", "expected an index or a slice inside []");
             jnode *key = idx.v[0];
+            for (int k = 0; idx.n > 1 && k < idx.n; k++)
+                if (idx.v[k]->k == JE_SLICE) return perr(P, at, "%s", "a slice inside a tuple subscript is not supported");
             if (idx.n > 1) {
                 if (!(key = node(P, JE_TUPLE, at))) return NULL;
                 key->args = idx.v;

@@ -154,10 +154,10 @@ static int jbuf_reserve(jbuf *b, size_t extra) {
     if (need <= b->cap) return 0;
     size_t cap = b->cap ? b->cap * 2 : 256;
     if (cap < need) cap = need;
-    /* Near the budget, grow only to what is needed so the limit is the budget, not a power of
-     * two below it. */
-    if (cap - b->cap > c->max_bytes - c->used_bytes && need - b->cap <= c->max_bytes - c->used_bytes)
-        cap = need;
+    /* Near the budget, take what is left of it (once), so the limit is the budget and not the
+     * power of two below it. */
+    size_t left = c->max_bytes - c->used_bytes;
+    if (cap - b->cap > left && need - b->cap <= left) cap = b->cap + left;
     if (budget_take(c, cap - b->cap) < 0) return -1;
     char *p = realloc(b->p, cap);
     if (!p) {
@@ -266,28 +266,6 @@ uint32_t jutf8_next(const char *str, size_t *i) {
            (s[3] & 0x3F);
 }
 
-int jutf8_put(char *o, uint32_t cp) {
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 /* ---- constructors -------------------------------------------------------------------------- */
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "tessera.h"
 
 typedef enum jv_kind {
@@ -171,8 +172,6 @@ size_t jutf8_offset(const jstr *s, size_t cp);
 size_t jutf8_valid(const char *s, size_t n);
 /* The code point at s[*i] (valid UTF-8, *i < n) and *i moved past it. */
 uint32_t jutf8_next(const char *s, size_t *i);
-/* Writes cp as UTF-8 into out (room for 4); returns the byte count. */
-int jutf8_put(char *out, uint32_t cp);
 /* jv_str for bytes already known to be valid UTF-8 (built from valid pieces): no check. */
 int jv_str_trusted(jctx *c, const char *s, size_t n, jv *out);
 /* Python's repr of a float ("1.0", "1e-05", "inf"); buf needs 32 bytes; returns the length. */

@@ -13,6 +13,8 @@
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
 
+_Static_assert(TS_GEMM_BATCH_MAX >= TS_CPU_BATCH_MAX, "the batch GEMVs take every row of a batch");
+
 /* Attention scores hold one row of the largest cache: a sequence longer than the session's
  * own max_seq moves them off the arena into a larger buffer (between passes, never during). */
 static ts_status grow_scores(ts_cpu *c, int cap, ts_error *err) {
@@ -136,32 +138,17 @@ ts_status ts_cpu_decode_batch(ts_cpu *c, ts_cpu_seq *const *seqs, const int32_t 
     return TS_OK;
 }
 
-/* ---- The first, plain batch GEMVs: each row by the variant's own S = 1 call (bit-identical by
- * construction, W read once per row); the vector variants replace them with kernels that read W
- * once per step (gemm_avx2.c, gemv_avx512.c, gemm_q_*.c). ---- */
+/* ---- The batch GEMVs of each variant (gemm.h; kernels in gemm_avx2.c, gemm_avx512.c,
+ * gemv_avx512.c, gemm_q*.c) ---- */
 
-static void rows_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0, int n1,
-                      ts_gemm_tile t) {
-    for (int s = 0; s < S; s++) ts_cpu_gemm_bf16_avx2(y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, 1, n0, n1, t);
-}
 ts_gemm_fn ts_cpu_gemv_batch_for(ts_cpu_variant v) {
     if (v >= TS_CPU_AVX512BF16) return ts_cpu_gemv_batch_bf16_avx512;
     /* the scalar GEMM computes each (row, column) alone, the same whatever S: it is its own batch */
-    return v >= TS_CPU_AVX2 ? rows_avx2 : ts_cpu_gemm_bf16_scalar;
+    return v >= TS_CPU_AVX2 ? ts_cpu_gemv_batch_bf16_avx2 : ts_cpu_gemm_bf16_scalar;
 }
-
-#define ROWS_Q(name, fn)                                                                                               \
-    static void name(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,  \
-                     int n1, ts_gemm_tile t) {                                                                         \
-        for (int s = 0; s < S; s++) fn(y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, dt, K, 1, n0, n1, t); \
-    }
-ROWS_Q(rows_q_scalar, ts_cpu_gemm_q_scalar)
-ROWS_Q(rows_q_avx2, ts_cpu_gemm_q_avx2)
-ROWS_Q(rows_q_avx512, ts_cpu_gemm_q_avx512)
-#undef ROWS_Q
 
 ts_gemm_q_fn ts_cpu_gemv_batch_q_for(ts_cpu_variant v) {
     ts_gemm_q_fn f = ts_cpu_gemm_q_for(v);
-    if (f == ts_cpu_gemm_q_avx512) return rows_q_avx512;
-    return f == ts_cpu_gemm_q_avx2 ? rows_q_avx2 : rows_q_scalar;
+    if (f == ts_cpu_gemm_q_avx512) return ts_cpu_gemv_batch_q_avx512;
+    return f == ts_cpu_gemm_q_avx2 ? ts_cpu_gemv_batch_q_avx2 : ts_cpu_gemv_batch_q_scalar;
 }

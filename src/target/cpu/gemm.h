@@ -76,6 +76,7 @@ ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v);
  * independent decode rows, each computed exactly as the variant's S == 1 GEMV (with that tile)
  * computes one row, bit for bit, while each W row is read from memory once for all of them
  * (the rows are looped inside the W stream, in groups that fit the registers). */
+#define TS_GEMM_BATCH_MAX 32 /* rows of a batched decode: TS_CPU_BATCH_MAX (cpu_target.h) */
 ts_gemm_fn ts_cpu_gemv_batch_for(ts_cpu_variant v);
 void ts_cpu_gemv_batch_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
                                  int n1, ts_gemm_tile tile);
@@ -124,6 +125,20 @@ typedef void (*ts_gemm_q_quant_fn)(ts_gemm_qx qx, const float *xp, int K);
 typedef void (*ts_gemm_q_rows_fn)(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1);
 void ts_cpu_gemm_q_decode(float *y, const float *xp, const void *W, ts_dtype dt, int K, int n0, int n1,
                           ts_gemm_q_quant_fn quant, ts_gemm_q_rows_fn rows);
+
+/* The batched decode frame: each of the S rows quantized by `quant` as above (qx[s]; on the
+ * stack while they fit, else one allocation per call), then `rows` computes y[s * ldy + n] for
+ * every row s and n in [n0, n1), reading each W row once for all S rows. */
+typedef void (*ts_gemm_q_rows_batch_fn)(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt,
+                                        int K, int n0, int n1);
+void ts_cpu_gemm_q_decode_batch(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_q_quant_fn quant, ts_gemm_q_rows_batch_fn rows);
+void ts_cpu_gemv_batch_q_scalar(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_tile tile);
+void ts_cpu_gemv_batch_q_avx2(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                              int n0, int n1, ts_gemm_tile tile);
+void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_tile tile);
 
 void ts_cpu_gemm_q_scalar(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1, ts_gemm_tile tile);

@@ -84,32 +84,53 @@ static const tile_fn k_tiles[4][5] = {
     {0, tile_3x1, tile_3x2, 0, tile_3x4},
 };
 
-/* Decode (one row of x): stream W row after row, four independent accumulator pairs per row
- * so the FMA latency is hidden, prefetching ahead of the single sequential stream. */
-static void gemv_rows(float *y, const float *x, const uint16_t *W, int K, int n0, int n1) {
-    for (int n = n0; n < n1; n++) {
-        const uint16_t *w = W + (size_t)n * K;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        int b = 0;
-        for (; b + 32 <= K; b += 32) {
-            __m256 e0, o0, e1, o1;
-            _mm_prefetch((const char *)(w + b) + TS_GEMM_PREFETCH, _MM_HINT_T0);
-            bf16x16(w + b, &e0, &o0);
-            bf16x16(w + b + 16, &e1, &o1);
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b), e0, a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b + 8), o0, a1);
-            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b + 16), e1, a2);
-            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b + 24), o1, a3);
+/* Decode: stream W row after row, four independent accumulator pairs per row so the FMA
+ * latency is hidden, prefetching ahead of the single sequential stream. Written for G rows of
+ * x (rows ldx apart) against one W row: the one-row GEMV is the G = 1 instance and a batched
+ * decode the others; each 32-byte W chunk is loaded and widened once for the G rows, and every
+ * row's accumulators see the operations they see alone, in the same order (bit-identical). */
+static inline __attribute__((always_inline)) void xrows_dot(float *out, const float *x, size_t ldx, const uint16_t *w,
+                                                            int K, int G) {
+    __m256 a[3][4];
+#pragma GCC unroll 3
+    for (int g = 0; g < G; g++) a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm256_setzero_ps();
+    int b = 0;
+    for (; b + 32 <= K; b += 32) {
+        __m256 e0, o0, e1, o1;
+        _mm_prefetch((const char *)(w + b) + TS_GEMM_PREFETCH, _MM_HINT_T0);
+        bf16x16(w + b, &e0, &o0);
+        bf16x16(w + b + 16, &e1, &o1);
+#pragma GCC unroll 3
+        for (int g = 0; g < G; g++) {
+            const float *xg = x + (size_t)g * ldx + b;
+            a[g][0] = _mm256_fmadd_ps(_mm256_loadu_ps(xg), e0, a[g][0]);
+            a[g][1] = _mm256_fmadd_ps(_mm256_loadu_ps(xg + 8), o0, a[g][1]);
+            a[g][2] = _mm256_fmadd_ps(_mm256_loadu_ps(xg + 16), e1, a[g][2]);
+            a[g][3] = _mm256_fmadd_ps(_mm256_loadu_ps(xg + 24), o1, a[g][3]);
         }
-        for (; b < K; b += 16) {
-            __m256 e0, o0;
-            bf16x16(w + b, &e0, &o0);
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b), e0, a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + b + 8), o0, a1);
-        }
-        y[n] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
     }
+    for (; b < K; b += 16) {
+        __m256 e0, o0;
+        bf16x16(w + b, &e0, &o0);
+#pragma GCC unroll 3
+        for (int g = 0; g < G; g++) {
+            const float *xg = x + (size_t)g * ldx + b;
+            a[g][0] = _mm256_fmadd_ps(_mm256_loadu_ps(xg), e0, a[g][0]);
+            a[g][1] = _mm256_fmadd_ps(_mm256_loadu_ps(xg + 8), o0, a[g][1]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int g = 0; g < G; g++) out[g] = hsum(_mm256_add_ps(_mm256_add_ps(a[g][0], a[g][1]), _mm256_add_ps(a[g][2], a[g][3])));
 }
+
+static void gemv_rows(float *y, const float *x, const uint16_t *W, int K, int n0, int n1) {
+    for (int n = n0; n < n1; n++) xrows_dot(&y[n], x, 0, W + (size_t)n * K, K, 1);
+}
+
+static void xrows_1(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { xrows_dot(o, x, ldx, w, K, 1); }
+static void xrows_2(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { xrows_dot(o, x, ldx, w, K, 2); }
+static void xrows_3(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { xrows_dot(o, x, ldx, w, K, 3); }
+static void (*const k_xrows[4])(float *, const float *, size_t, const uint16_t *, int) = {0, xrows_1, xrows_2, xrows_3};
 
 /* ---- Prefill: FP32 weight panels and a broadcast (outer-product) micro-kernel ----
  *
@@ -363,6 +384,9 @@ static void gemm_panels(float *y, int ldy, const float *xp, int ldx, const void 
     free(xb);
 }
 
+static void tiles(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0, int n1,
+                  ts_gemm_tile t);
+
 void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K,
                            int S, int n0, int n1, ts_gemm_tile t) {
     if (S == 1 && t.nr <= 1) {
@@ -373,6 +397,14 @@ void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const ui
         gemm_panels(y, ldy, xp, ldx, W, TS_DTYPE_BF16, K, S, n0, n1);
         return;
     }
+    tiles(y, ldy, xp, ldx, W, K, S, n0, n1, t);
+}
+
+/* The register tiles for S rows (the S = 1 decode with a tile of nr >= 2, or a batch of such
+ * decodes): an output's accumulator sees the same operations whatever ms and nr, so a row's
+ * result is the same in any tile and any batch. */
+static void tiles(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0, int n1,
+                  ts_gemm_tile t) {
     int ms = t.ms < 1 ? 1 : (t.ms > 3 ? 3 : t.ms);
     int nr = t.nr >= 4 ? 4 : (t.nr >= 2 ? 2 : 1);
     int sb = t.sb < ms ? ms : t.sb;
@@ -392,6 +424,28 @@ void ts_cpu_gemm_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const ui
             for (; s + ms <= s1; s += ms)
                 k_tiles[ms][1](y + (size_t)s * ldy + n, ldy, xp + (size_t)s * ldx, ldx, w, K);
             for (; s < s1; s++) k_tiles[1][1](y + (size_t)s * ldy + n, ldy, xp + (size_t)s * ldx, ldx, w, K);
+        }
+    }
+}
+
+/* Batched decode: S rows, each as the S = 1 path computes it (the GEMV, or the tiles when the
+ * tile has nr >= 2), each W row read from memory once: per W row the x rows in groups of up to
+ * 3 (12 accumulators, 4 widened W vectors: the 16 ymm registers). */
+void ts_cpu_gemv_batch_bf16_avx2(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
+                                 int n1, ts_gemm_tile t) {
+    if (t.nr > 1) {
+        t.ms = t.nr >= 4 ? 2 : 3; /* any ms and sb give the same outputs: the largest tile that */
+        t.sb = S;                 /* fits, and all rows in one block (one pass over W) */
+        tiles(y, ldy, xp, ldx, W, K, S, n0, n1, t);
+        return;
+    }
+    float out[3];
+    for (int n = n0; n < n1; n++) {
+        const uint16_t *w = W + (size_t)n * K;
+        for (int s = 0; s < S; s += 3) {
+            int G = S - s < 3 ? S - s : 3;
+            k_xrows[G](out, xp + (size_t)s * ldx, (size_t)ldx, w, K);
+            for (int g = 0; g < G; g++) y[(size_t)(s + g) * ldy + n] = out[g];
         }
     }
 }

@@ -45,20 +45,59 @@ static inline float block_scale(const uint8_t *blk) {
     return ts_f16_to_f32(h);
 }
 
+static inline float row_dot_scalar(const uint8_t *row, ts_dtype dt, size_t bb, const ts_gemm_qx *qx, int K) {
+    float acc = 0;
+    for (int b = 0; b < K / TS_QBLOCK; b++) {
+        int8_t w[TS_QBLOCK];
+        block_codes(row + (size_t)b * bb, dt, w);
+        int32_t s = 0;
+        for (int j = 0; j < TS_QBLOCK; j++) s += (int32_t)w[j] * qx->q[b * TS_QBLOCK + j];
+        acc += block_scale(row + (size_t)b * bb) * qx->d[b] * (float)s;
+    }
+    return acc;
+}
+
 static void gemv_scalar(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
     size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
-    for (int n = n0; n < n1; n++) {
-        const uint8_t *row = W + (size_t)n * rb;
-        float acc = 0;
-        for (int b = 0; b < K / TS_QBLOCK; b++) {
-            int8_t w[TS_QBLOCK];
-            block_codes(row + (size_t)b * bb, dt, w);
-            int32_t s = 0;
-            for (int j = 0; j < TS_QBLOCK; j++) s += (int32_t)w[j] * qx.q[b * TS_QBLOCK + j];
-            acc += block_scale(row + (size_t)b * bb) * qx.d[b] * (float)s;
-        }
-        y[n] = acc;
+    for (int n = n0; n < n1; n++) y[n] = row_dot_scalar(W + (size_t)n * rb, dt, bb, &qx, K);
+}
+
+/* Batched: each W row once from memory, then from L1 for every x row (the scalar fallback). */
+static void gemv_scalar_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
+                              int n0, int n1) {
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
+    for (int n = n0; n < n1; n++)
+        for (int s = 0; s < S; s++) y[(size_t)s * ldy + n] = row_dot_scalar(W + (size_t)n * rb, dt, bb, &qx[s], K);
+}
+
+void ts_cpu_gemv_batch_q_scalar(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_tile tile) {
+    (void)tile;
+    ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_scalar, gemv_scalar_batch);
+}
+
+#define QX_BATCH_STACK 65536 /* int16 of quantized x for all rows on the stack: 128 KiB */
+void ts_cpu_gemm_q_decode_batch(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_q_quant_fn quant, ts_gemm_q_rows_batch_fn rows) {
+    if (n0 >= n1 || S < 1) return;
+    int16_t sq[QX_BATCH_STACK] __attribute__((aligned(64)));
+    float sd[QX_BATCH_STACK / TS_QBLOCK];
+    ts_gemm_qx qx[TS_GEMM_BATCH_MAX];
+    int16_t *q = sq;
+    float *d = sd;
+    void *heap = NULL;
+    if (S > TS_GEMM_BATCH_MAX) return; /* the session never asks for more (cpu_target.h) */
+    if ((size_t)S * (size_t)K > QX_BATCH_STACK) {
+        heap = malloc((sizeof(int16_t) + sizeof(float) / TS_QBLOCK) * (size_t)S * (size_t)K + 64);
+        if (!heap) return; /* as ts_cpu_gemm_q_decode */
+        q = heap, d = (float *)(q + (size_t)S * K);
     }
+    for (int s = 0; s < S; s++) {
+        qx[s] = (ts_gemm_qx){q + (size_t)s * K, d + (size_t)s * (K / TS_QBLOCK)};
+        quant(qx[s], xp + (size_t)s * ldx, K);
+    }
+    rows(y, ldy, qx, S, W, dt, K, n0, n1);
+    free(heap);
 }
 
 /* Prefill: each W row dequantized once to FP32 and used by every x row, packed order as the

@@ -63,9 +63,15 @@ static inline __attribute__((always_inline)) void block_w16(const uint8_t *blk, 
     *w1 = _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(v, 4), m4), c8));
 }
 
-static inline __attribute__((always_inline)) float row_dot(const uint8_t *row, ts_dtype dt, size_t bb,
-                                                           ts_gemm_qx qx, int nb) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+/* One W row against G quantized x rows (qx[0..G)): per row the accumulator pair a0, a1 over
+ * pairs of blocks, each block's codes widened once for the G rows. The one-row GEMV is the
+ * G = 1 instance and a batched decode the others: a row sees the same operations in the same
+ * order either way (bit-identical). */
+static inline __attribute__((always_inline)) void rows_dot(float *out, const uint8_t *row, ts_dtype dt, size_t bb,
+                                                           const ts_gemm_qx *qx, int nb, int G) {
+    __m256 a0[3], a1[3];
+#pragma GCC unroll 3
+    for (int g = 0; g < G; g++) a0[g] = a1[g] = _mm256_setzero_ps();
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
         const uint8_t *p0 = row + (size_t)b * bb, *p1 = p0 + bb;
@@ -73,24 +79,71 @@ static inline __attribute__((always_inline)) float row_dot(const uint8_t *row, t
         __m256i w0, w1, v0, v1;
         block_w16(p0, dt, &w0, &w1);
         block_w16(p1, dt, &v0, &v1);
-        const __m256i *x = (const __m256i *)(qx.q + (size_t)b * TS_QBLOCK);
-        __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(x)),
-                                      _mm256_madd_epi16(w1, _mm256_loadu_si256(x + 1)));
-        __m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(v0, _mm256_loadu_si256(x + 2)),
-                                      _mm256_madd_epi16(v1, _mm256_loadu_si256(x + 3)));
-        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(f16(p0) * qx.d[b]), a0);
-        a1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(f16(p1) * qx.d[b + 1]), a1);
+        float d0 = f16(p0), d1 = f16(p1);
+#pragma GCC unroll 3
+        for (int g = 0; g < G; g++) {
+            const __m256i *x = (const __m256i *)(qx[g].q + (size_t)b * TS_QBLOCK);
+            __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(x)),
+                                          _mm256_madd_epi16(w1, _mm256_loadu_si256(x + 1)));
+            __m256i s1 = _mm256_add_epi32(_mm256_madd_epi16(v0, _mm256_loadu_si256(x + 2)),
+                                          _mm256_madd_epi16(v1, _mm256_loadu_si256(x + 3)));
+            a0[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d0 * qx[g].d[b]), a0[g]);
+            a1[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s1), _mm256_set1_ps(d1 * qx[g].d[b + 1]), a1[g]);
+        }
     }
     if (b < nb) {
         const uint8_t *p0 = row + (size_t)b * bb;
         __m256i w0, w1;
         block_w16(p0, dt, &w0, &w1);
-        const __m256i *x = (const __m256i *)(qx.q + (size_t)b * TS_QBLOCK);
-        __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(x)),
-                                      _mm256_madd_epi16(w1, _mm256_loadu_si256(x + 1)));
-        a0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(f16(p0) * qx.d[b]), a0);
+        float d0 = f16(p0);
+#pragma GCC unroll 3
+        for (int g = 0; g < G; g++) {
+            const __m256i *x = (const __m256i *)(qx[g].q + (size_t)b * TS_QBLOCK);
+            __m256i s0 = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(x)),
+                                          _mm256_madd_epi16(w1, _mm256_loadu_si256(x + 1)));
+            a0[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), _mm256_set1_ps(d0 * qx[g].d[b]), a0[g]);
+        }
     }
-    return hsum(_mm256_add_ps(a0, a1));
+#pragma GCC unroll 3
+    for (int g = 0; g < G; g++) out[g] = hsum(_mm256_add_ps(a0[g], a1[g]));
+}
+
+static inline __attribute__((always_inline)) float row_dot(const uint8_t *row, ts_dtype dt, size_t bb,
+                                                           ts_gemm_qx qx, int nb) {
+    float r;
+    rows_dot(&r, row, dt, bb, &qx, nb, 1);
+    return r;
+}
+
+/* Batched decode: per W row the x rows in groups of up to 3, the row read from memory once. */
+static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
+                            int n0, int n1) {
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    int nb = K / TS_QBLOCK;
+    float out[3];
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *row = W + (size_t)n * rb;
+        for (int s = 0; s < S; s += 3) {
+            int G = S - s < 3 ? S - s : 3;
+            /* the type and G constants, so each combination is its own specialized loop */
+            if (dt == TS_DTYPE_Q8_0) {
+                if (G == 3) rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 3);
+                else if (G == 2) rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 2);
+                else rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 1);
+            } else {
+                if (G == 3) rows_dot(out, row, TS_DTYPE_Q4_0, 2 + TS_QBLOCK / 2, qx + s, nb, 3);
+                else if (G == 2) rows_dot(out, row, TS_DTYPE_Q4_0, 2 + TS_QBLOCK / 2, qx + s, nb, 2);
+                else rows_dot(out, row, TS_DTYPE_Q4_0, 2 + TS_QBLOCK / 2, qx + s, nb, 1);
+            }
+            for (int g = 0; g < G; g++) y[(size_t)(s + g) * ldy + n] = out[g];
+        }
+    }
+}
+
+void ts_cpu_gemv_batch_q_avx2(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                              int n0, int n1, ts_gemm_tile tile) {
+    (void)tile;
+    ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx2, gemv_rows_batch);
 }
 
 /* One loop per type with the type a constant, so row_dot is specialized for it. */

@@ -48,26 +48,49 @@ static inline __attribute__((always_inline)) __m512i block_w16(const uint8_t *bl
     return _mm512_cvtepi8_epi16(_mm256_sub_epi8(c, _mm256_set1_epi8(8)));
 }
 
-static inline __attribute__((always_inline)) float row_dot(const uint8_t *row, ts_dtype dt, size_t bb,
-                                                           ts_gemm_qx qx, int nb) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+/* One W row against G quantized x rows: per row the accumulator pair over pairs of blocks,
+ * each block's codes widened once for the G rows. The one-row GEMV is the G = 1 instance and a
+ * batched decode the others, with the same operations per row in the same order. */
+static inline __attribute__((always_inline)) void rows_dot(float *out, const uint8_t *row, ts_dtype dt, size_t bb,
+                                                           const ts_gemm_qx *qx, int nb, int G) {
+    __m512 a0[4], a1[4];
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++) a0[g] = a1[g] = _mm512_setzero_ps();
     const __m512i z = _mm512_setzero_si512();
     int b = 0;
     for (; b + 2 <= nb; b += 2) {
         const uint8_t *p0 = row + (size_t)b * bb, *p1 = p0 + bb;
         _mm_prefetch((const char *)p0 + TS_GEMMQ512_PREFETCH, _MM_HINT_T0);
-        const int16_t *x = qx.q + (size_t)b * TS_QBLOCK;
-        __m512i s0 = _mm512_dpwssd_epi32(z, block_w16(p0, dt), _mm512_loadu_si512(x));
-        __m512i s1 = _mm512_dpwssd_epi32(z, block_w16(p1, dt), _mm512_loadu_si512(x + TS_QBLOCK));
-        a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(f16(p0) * qx.d[b]), a0);
-        a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_set1_ps(f16(p1) * qx.d[b + 1]), a1);
+        __m512i c0 = block_w16(p0, dt), c1 = block_w16(p1, dt);
+        float d0 = f16(p0), d1 = f16(p1);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const int16_t *x = qx[g].q + (size_t)b * TS_QBLOCK;
+            __m512i s0 = _mm512_dpwssd_epi32(z, c0, _mm512_loadu_si512(x));
+            __m512i s1 = _mm512_dpwssd_epi32(z, c1, _mm512_loadu_si512(x + TS_QBLOCK));
+            a0[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(d0 * qx[g].d[b]), a0[g]);
+            a1[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_set1_ps(d1 * qx[g].d[b + 1]), a1[g]);
+        }
     }
     if (b < nb) {
         const uint8_t *p0 = row + (size_t)b * bb;
-        __m512i s0 = _mm512_dpwssd_epi32(z, block_w16(p0, dt), _mm512_loadu_si512(qx.q + (size_t)b * TS_QBLOCK));
-        a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(f16(p0) * qx.d[b]), a0);
+        __m512i c0 = block_w16(p0, dt);
+        float d0 = f16(p0);
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            __m512i s0 = _mm512_dpwssd_epi32(z, c0, _mm512_loadu_si512(qx[g].q + (size_t)b * TS_QBLOCK));
+            a0[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(d0 * qx[g].d[b]), a0[g]);
+        }
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++) out[g] = _mm512_reduce_add_ps(_mm512_add_ps(a0[g], a1[g]));
+}
+
+static inline __attribute__((always_inline)) float row_dot(const uint8_t *row, ts_dtype dt, size_t bb,
+                                                           ts_gemm_qx qx, int nb) {
+    float r;
+    rows_dot(&r, row, dt, bb, &qx, nb, 1);
+    return r;
 }
 
 /* ---- Q4_0 decode, 16 blocks at a time, unsigned codes straight into vpdpbusd. The 16-bit x
@@ -114,19 +137,6 @@ static void q4_prepare(q4x *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
     o->hi = hi, o->lo = lo, o->corr = corr, o->d = d;
 }
 
-/* The exact int32 dot of one pair of Q4_0 blocks with x, in 16 lanes: 128-bit lanes 0 and 2
- * belong to the first block, 1 and 3 to the second. raw: 64 bytes holding both blocks, idx the
- * vpermw indices of their nibbles in it (q4_nib_idx). */
-static inline __attribute__((always_inline)) __m512i q4_pair(__m512i raw, __m512i idx, const uint8_t *xh,
-                                                             const uint8_t *xl) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i sh = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll, 0x0004000400040004ll,
-                                        0x0004000400040004ll, 0, 0, 0, 0);
-    __m512i c = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(idx, raw), sh), m4);
-    __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c, _mm512_loadu_si512(xh));
-    return _mm512_dpbusd_epi32(_mm512_slli_epi32(s, 8), _mm512_loadu_si512(xl), c);
-}
-
 /* vpermt2w indices (AVX512BW) of the 16 F16 scales of a group in lane order (q4_lane_block):
  * [0] from the 128 bytes at 0 (blocks 0-7, word 9 * block), [1] from the 128 bytes at 144 (blocks
  * 8-15, word 9 * (block - 8)); row_dot_q4 blends them (lanes i with i % 4 >= 2 from [1]). */
@@ -140,45 +150,78 @@ static const int16_t q4_nib_idx[2][32] __attribute__((aligned(64))) = {
     {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17},
     {15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31}};
 
-static inline __attribute__((always_inline)) float row_dot_q4(const uint8_t *row, ts_gemm_qx qx, const q4x *x4,
-                                                              int nb) {
+/* row_dot_q4 in two parts: per W group of 16 blocks the codes of its 8 pairs (vpermw with
+ * q4_nib_idx, shift, mask: lanes 0 and 2 of a pair vector are its first block's, 1 and 3 the
+ * second's) and the 16 scales in lane order; per x row the 16 exact block dots (two vpdpbusd per
+ * pair, the add/unpack tree), corrected, scaled and accumulated. A batched decode runs the first
+ * once per group for all its x rows. */
+typedef struct q4w {
+    __m512i c[8]; /* codes of the 8 pairs of blocks, as q4_pair forms them */
+    __m512 dw;    /* the 16 F16 scales d_w in lane order */
+} q4w;
+
+static inline __attribute__((always_inline)) void q4_group_w(q4w *o, const uint8_t *p) {
     const size_t bb = 2 + TS_QBLOCK / 2;
-    /* The 16 F16 scales, at bytes 18 * i of the group (16-bit words 9 * i), into lane order: blocks
-     * 0-7 from the 128 bytes at 0, blocks 8-15 from the 128 bytes at 144 (words 9 * (i - 8)). */
     const __m512i ia = _mm512_loadu_si512(q4_scale_idx[0]), ib = _mm512_loadu_si512(q4_scale_idx[1]);
     const __m512i n0 = _mm512_loadu_si512(q4_nib_idx[0]), n1 = _mm512_loadu_si512(q4_nib_idx[1]);
-    __m512 acc = _mm512_setzero_ps();
-    int ng = nb / Q4G, b = 0;
-    for (int g = 0; g < ng; g++, b += Q4G) {
-        const uint8_t *p = row + (size_t)b * bb;
-        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
-        const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
-        __m512i v[8];
-        for (int j = 0; j < 7; j++) v[j] = q4_pair(_mm512_loadu_si512(p + 2 * j * bb), n0, xh + 64 * j, xl + 64 * j);
-        v[7] = q4_pair(_mm512_loadu_si512(p + 14 * bb - 28), n1, xh + 64 * 7, xl + 64 * 7);
-        /* 128-bit lanes: w[i] lane k = block 4i + k (4 partial sums) */
-        __m512i w[4];
-        for (int i = 0; i < 4; i++) {
-            __m512i a = v[2 * i], c = v[2 * i + 1];
-            w[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(1, 0, 1, 0)),
-                                    _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 2, 3, 2)));
-        }
-        __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(w[0], w[1]), _mm512_unpackhi_epi32(w[0], w[1]));
-        __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(w[2], w[3]), _mm512_unpackhi_epi32(w[2], w[3]));
-        __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-        s = _mm512_sub_epi32(s, _mm512_loadu_si512(x4->corr + b));
-        __m512i sa = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), ia, _mm512_loadu_si512(p + 64));
-        __m512i sb = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 144), ib, _mm512_loadu_si512(p + 208));
-        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCC, sa, sb)));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_loadu_ps(x4->d + b)), acc);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512i sh = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll, 0x0004000400040004ll,
+                                        0x0004000400040004ll, 0, 0, 0, 0);
+    for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
+    for (int j = 0; j < 7; j++)
+        o->c[j] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(n0, _mm512_loadu_si512(p + 2 * j * bb)), sh), m4);
+    o->c[7] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(n1, _mm512_loadu_si512(p + 14 * bb - 28)), sh), m4);
+    __m512i sa = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), ia, _mm512_loadu_si512(p + 64));
+    __m512i sb = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 144), ib, _mm512_loadu_si512(p + 208));
+    o->dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCC, sa, sb)));
+}
+
+/* acc + the group's 16 block dots with x (blocks b.. of x4), scaled */
+static inline __attribute__((always_inline)) __m512 q4_group_x(__m512 acc, const q4w *w, const q4x *x4, int b) {
+    const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
+    __m512i v[8];
+    for (int j = 0; j < 8; j++) {
+        __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->c[j], _mm512_loadu_si512(xh + 64 * j));
+        v[j] = _mm512_dpbusd_epi32(_mm512_slli_epi32(s, 8), _mm512_loadu_si512(xl + 64 * j), w->c[j]);
     }
+    /* 128-bit lanes: w[i] lane k = block 4i + k (4 partial sums) */
+    __m512i u[4];
+    for (int i = 0; i < 4; i++) {
+        __m512i a = v[2 * i], c = v[2 * i + 1];
+        u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
+    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
+    __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
+    s = _mm512_sub_epi32(s, _mm512_loadu_si512(x4->corr + b));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w->dw, _mm512_loadu_ps(x4->d + b)), acc);
+}
+
+/* the last nb % 16 blocks, one at a time */
+static inline __attribute__((always_inline)) __m512 q4_tail(__m512 acc, const uint8_t *row, ts_gemm_qx qx, int b,
+                                                            int nb) {
+    const size_t bb = 2 + TS_QBLOCK / 2;
     const __m512i z = _mm512_setzero_si512();
-    for (; b < nb; b++) { /* the last nb % 16 blocks, one at a time */
+    for (; b < nb; b++) {
         const uint8_t *p0 = row + (size_t)b * bb;
         __m512i s0 = _mm512_dpwssd_epi32(z, block_w16(p0, TS_DTYPE_Q4_0), _mm512_loadu_si512(qx.q + (size_t)b * TS_QBLOCK));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(f16(p0) * qx.d[b]), acc);
     }
-    return _mm512_reduce_add_ps(acc);
+    return acc;
+}
+
+static inline __attribute__((always_inline)) float row_dot_q4(const uint8_t *row, ts_gemm_qx qx, const q4x *x4,
+                                                              int nb) {
+    const size_t bb = 2 + TS_QBLOCK / 2;
+    __m512 acc = _mm512_setzero_ps();
+    int ng = nb / Q4G, b = 0;
+    for (int g = 0; g < ng; g++, b += Q4G) {
+        q4w w;
+        q4_group_w(&w, row + (size_t)b * bb);
+        acc = q4_group_x(acc, &w, x4, b);
+    }
+    return _mm512_reduce_add_ps(q4_tail(acc, row, qx, b, nb));
 }
 
 static void gemv_rows_q4(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
@@ -200,6 +243,73 @@ static void gemv_rows_q4(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n
     q4_prepare(&x4, buf, buf + kg, corr, d, qx, ng);
     for (int n = n0; n < n1; n++) y[n] = row_dot_q4(W + (size_t)n * rb, qx, &x4, nb);
     free(heap);
+}
+
+/* Batched Q4_0: x of every row prepared once (q4_prepare; on the stack while they fit), then
+ * per W row and 16-block group the codes and scales once, and every x row's dots against them;
+ * the accumulators of all rows live in a small array (same values as in registers). */
+#define Q4_BATCH_STACK 65536 /* bytes of hi + lo for all rows */
+static void gemv_rows_q4_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, int K, int n0, int n1) {
+    int nb = K / TS_QBLOCK, ng = nb / Q4G;
+    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q4_0, K), kg = (size_t)ng * Q4G * TS_QBLOCK, per = 2 * kg;
+    size_t aux = (sizeof(int32_t) + sizeof(float)) * (size_t)nb;
+    uint8_t sbuf[Q4_BATCH_STACK] __attribute__((aligned(64)));
+    uint8_t *buf = sbuf;
+    void *heap = NULL;
+    if ((size_t)S * (per + aux) > sizeof sbuf) {
+        heap = malloc((size_t)S * (per + aux));
+        if (!heap) return; /* as ts_cpu_gemm_q_decode */
+        buf = heap;
+    }
+    q4x x4[TS_GEMM_BATCH_MAX];
+    for (int s = 0; s < S; s++) {
+        uint8_t *p = buf + (size_t)s * (per + aux);
+        int32_t *corr = (int32_t *)(p + per);
+        q4_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng);
+    }
+    __m512 acc[TS_GEMM_BATCH_MAX];
+    const size_t bb = 2 + TS_QBLOCK / 2;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *row = W + (size_t)n * rb;
+        for (int s = 0; s < S; s++) acc[s] = _mm512_setzero_ps();
+        int b = 0;
+        for (int g = 0; g < ng; g++, b += Q4G) {
+            q4w w;
+            q4_group_w(&w, row + (size_t)b * bb);
+            for (int s = 0; s < S; s++) acc[s] = q4_group_x(acc[s], &w, &x4[s], b);
+        }
+        for (int s = 0; s < S; s++) y[(size_t)s * ldy + n] = _mm512_reduce_add_ps(q4_tail(acc[s], row, qx[s], b, nb));
+    }
+    free(heap);
+}
+
+/* Batched Q8_0: per W row the x rows in groups of up to 4. */
+static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
+                            int n0, int n1) {
+    if (dt == TS_DTYPE_Q4_0) {
+        gemv_rows_q4_batch(y, ldy, qx, S, W, K, n0, n1);
+        return;
+    }
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    int nb = K / TS_QBLOCK;
+    float out[4];
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *row = W + (size_t)n * rb;
+        for (int s = 0; s < S; s += 4) {
+            int G = S - s < 4 ? S - s : 4;
+            if (G == 4) rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 4);
+            else if (G == 3) rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 3);
+            else if (G == 2) rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 2);
+            else rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 1);
+            for (int g = 0; g < G; g++) y[(size_t)(s + g) * ldy + n] = out[g];
+        }
+    }
+}
+
+void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                                int n0, int n1, ts_gemm_tile tile) {
+    (void)tile;
+    ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, quantize_x, gemv_rows_batch);
 }
 
 /* One loop per type with the type a constant, so row_dot is specialized for it. */
