@@ -56,6 +56,17 @@ static inline __m256 dot8(const float *q, int q_stride, const float *kj, int n) 
     return _mm256_add_ps(_mm256_permute2f128_ps(h01, h23, 0x20), _mm256_permute2f128_ps(h01, h23, 0x31));
 }
 
+/* One query row's dot with the arithmetic dot8 gives each of its rows (one accumulator, the
+ * same reduction tree), so a row's scores do not depend on whether it fell in a group of 8 or
+ * in the tile's remainder: prefill is split-invariant (tests/test_cpu_prefix.c). n % 8 == 0. */
+static inline float dot1(const float *q, const float *kj, int n) {
+    __m256 a = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) a = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(kj + i), a);
+    float e[8];
+    _mm256_storeu_ps(e, a);
+    return ((e[0] + e[1]) + (e[2] + e[3])) + ((e[4] + e[5]) + (e[6] + e[7]));
+}
+
 void ts_cpu_attn_tile_avx2(float *out, int out_stride, const float *q, int q_stride, const float *k,
                            const float *v, int n_ctx0, int T, int stride, int hd, float scale,
                            float *scores) {
@@ -70,6 +81,8 @@ void ts_cpu_attn_tile_avx2(float *out, int out_stride, const float *q, int q_str
                 _mm256_storeu_ps(d, _mm256_mul_ps(dot8(q + (size_t)t * q_stride, q_stride, kj, hd), _mm256_set1_ps(scale)));
                 for (int u = 0; u < 8; u++) scores[(size_t)(t + u) * n_all + j] = d[u];
             }
+        if (hd % 8 == 0)
+            for (; t < T; t++) scores[(size_t)t * n_all + j] = dot1(q + (size_t)t * q_stride, kj, hd) * scale;
         for (; t < T; t++) scores[(size_t)t * n_all + j] = dot(q + (size_t)t * q_stride, kj, hd) * scale;
     }
     for (int t = 0; t < T; t++) {

@@ -418,8 +418,12 @@ ts_status ts_cpu_forward_kv(ts_cpu *c, ts_cpu_seq *kv, const int32_t *tokens, in
     if (st) return st;
     int H = cf->n_embd, L = cf->n_layers;
     c->kv = kv;
-    for (int c0 = 0; c0 < n; c0 += c->chunk) {
-        int S = n - c0 < c->chunk ? n - c0 : c->chunk;
+    for (int c0 = 0, S; c0 < n; c0 += S) {
+        S = n - c0 < c->chunk ? n - c0 : c->chunk;
+        /* Never a last chunk of one row: one row runs the decode arithmetic (GEMV, attention
+         * row), so that position's KV would differ from a prefill split elsewhere, and the
+         * prefix cache (src/serve/sched.c) relies on prefill being split-invariant. */
+        if (n - c0 - S == 1 && S >= 3) S--;
         ts_cpu_set_rows(c, S, kv->n_past + c0);
         for (int s = 0; s < S; s++) ts_cpu_embed_row(c, tokens[c0 + s], c->x + (size_t)s * H);
         if (hidden) memcpy(hidden + (size_t)c0 * H, c->x, sizeof(float) * (size_t)S * H);

@@ -1,0 +1,152 @@
+/* Split invariance of prefill, which the server's prefix cache (src/serve/sched.c) relies on:
+ * the KV cache and the logits after ts_cpu_forward_seq(prompt[0:P]) in one call must be
+ * bit-identical to ts_cpu_forward_seq(prompt[0:a]) followed by ts_cpu_forward_seq(prompt[a:P])
+ * (and to three pieces), whatever a and P, across the session's chunk boundaries, the GEMM
+ * register tiles' remainder rows, the S buckets of the autotuned tiles and the 16-query
+ * attention tiles: BF16, Q8_0 and Q4_0 weights, every kernel variant this CPU has. A piece of
+ * one token runs the decode path (GEMV, one-row attention), whose arithmetic differs: the
+ * cache never leaves a single token to prefill (docs/serve.md), and this test measures that
+ * difference rather than asserting it away. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "model/quantize.h"
+#include "target/cpu/cpu_internal.h"
+#include "target/cpu/cpu_target.h"
+#include "tharness.h"
+
+#define CAP 72 /* positions per sequence */
+
+static int32_t tok_at(int i, int V) { return (int32_t)((i * 104729 + 7919) % V); }
+
+/* Rows [0, n) of every layer's K and V equal? Returns the first differing layer*CAP+row or -1. */
+static int kv_diff(const ts_cpu_seq *a, const ts_cpu_seq *b, const ts_config *cf, int n) {
+    size_t KV = (size_t)cf->n_kv_heads * (size_t)cf->head_dim;
+    for (int l = 0; l < cf->n_layers; l++)
+        for (int r = 0; r < n; r++) {
+            size_t oa = ((size_t)l * (size_t)a->cap + (size_t)r) * KV, ob = ((size_t)l * (size_t)b->cap + (size_t)r) * KV;
+            if (memcmp(a->k_cache + oa, b->k_cache + ob, KV * sizeof(float)) ||
+                memcmp(a->v_cache + oa, b->v_cache + ob, KV * sizeof(float)))
+                return l * CAP + r;
+        }
+    return -1;
+}
+
+/* Runs prompt[0:P] in the pieces cuts[0] < cuts[1] < ... < P; logits of the last one. */
+static int run_pieces(ts_cpu *c, ts_cpu_seq *s, const int32_t *toks, const int *cuts, int n_cuts, int P, float *lg) {
+    ts_error err;
+    ts_cpu_seq_truncate(s, 0);
+    int at = 0;
+    for (int i = 0; i <= n_cuts; i++) {
+        int end = i < n_cuts ? cuts[i] : P;
+        if (ts_cpu_forward_seq(c, s, toks + at, end - at, lg, 0, &err)) {
+            CHECK(0, "%s", err.msg);
+            return -1;
+        }
+        at = end;
+    }
+    return 0;
+}
+
+static void check_split(const char *name, const ts_model *m, ts_cpu_variant v, int chunk, int wide) {
+    const ts_config *cf = ts_model_config(m);
+    int V = cf->n_vocab;
+    ts_error err;
+    ts_cpu *c = NULL;
+    ts_cpu_seq *cold = NULL, *warm = NULL;
+    /* the session's max_seq sets its prefill chunk (min(max_seq, 256)): a small one puts chunk
+     * boundaries inside these prompts */
+    ts_cpu_opts o = {.n_threads = 2, .force_variant = (int)v};
+    float *ref = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V);
+    int32_t toks[CAP];
+    for (int i = 0; i < CAP; i++) toks[i] = tok_at(i, V);
+    if (ts_cpu_new(m, chunk, &o, &c, &err) || ts_cpu_seq_new(c, CAP, &cold, &err) || ts_cpu_seq_new(c, CAP, &warm, &err)) {
+        CHECK(0, "%s: %s", name, err.msg);
+        goto done;
+    }
+    /* at real widths (slow under the scalar kernels) a few prompt lengths */
+    static const int all[] = {2, 3, 7, 16, 17, 23, 24, 25, 33, 48, 49, 70}, few[] = {17, 49};
+    const int *Ps = wide ? few : all;
+    int nP = wide ? 2 : (int)(sizeof all / sizeof all[0]);
+    int runs = 0, bad = 0, single = 0, single_bad = 0;
+    for (int pi = 0; pi < nP; pi++) {
+        int P = Ps[pi];
+        if (run_pieces(c, cold, toks, NULL, 0, P, ref)) goto done;
+        for (int a = 1; a < P; a++) {
+            /* every cut for short prompts; around tiles and chunks for long ones */
+            int near = a <= 3 || P - a <= 3 || a % 16 <= 1 || a % 16 == 15 || a % chunk <= 1 || a % chunk == chunk - 1 ||
+                       a % 6 <= 1;
+            if (P > 24 && !near) continue;
+            for (int three = 0; three < 2; three++) {
+                int cuts[2] = {a, a + (P - a) / 2}, n_cuts = three && cuts[1] > a ? 2 : 1;
+                if (three && n_cuts == 1) continue;
+                if (run_pieces(c, warm, toks, cuts, n_cuts, P, got)) goto done;
+                int one = P - cuts[n_cuts - 1] == 1 || cuts[0] == 1 || (n_cuts == 2 && cuts[1] - cuts[0] == 1);
+                int d = kv_diff(cold, warm, cf, P), same = d < 0 && !memcmp(ref, got, sizeof(float) * (size_t)V);
+                runs++;
+                if (one) {
+                    single++;
+                    single_bad += !same;
+                    continue;
+                }
+                if (!same && !bad)
+                    fprintf(stderr, "  %s [%s] chunk %d: P %d cut at %d and %d: %s differ (layer %d, row %d)\n", name,
+                            ts_cpu_variant_name(v), chunk, P, cuts[0], n_cuts == 2 ? cuts[1] : P,
+                            d >= 0 ? "KV rows" : "logits", d >= 0 ? d / CAP : -1, d >= 0 ? d % CAP : -1);
+                bad += !same;
+            }
+        }
+    }
+    CHECK(bad == 0, "%s [%s] chunk %d: %d of %d split prefills differ from the prefill in one call", name,
+          ts_cpu_variant_name(v), chunk, bad, runs - single);
+    printf("  %-26s %-10s chunk %2d: %d splits bit-identical; with a 1-token piece (decode path) %d of %d differ\n",
+           name, ts_cpu_variant_name(v), chunk, runs - single - bad, single_bad, single);
+done:
+    ts_cpu_seq_free(cold), ts_cpu_seq_free(warm);
+    ts_cpu_free(c);
+    free(ref), free(got);
+}
+
+int main(void) {
+    static const struct {
+        const char *preset;
+        int layers, vocab;
+    } models[] = {{"qwen2.5-0.5b-tiny", 0, 0}, {"qwen3-0.6b-tiny", 0, 0}, {"qwen3-0.6b", 1, 1000}};
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *tmp = th_tmpdir("cpu_prefix");
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        char dir[1200];
+        ts_error err;
+        snprintf(dir, sizeof dir, "%s/%s", tmp, models[mi].preset);
+        if (ts_synth_write(models[mi].preset, dir, &(ts_synth_opts){7, models[mi].vocab, models[mi].layers, NULL, NULL},
+                           &err)) {
+            CHECK(0, "%s", err.msg);
+            continue;
+        }
+        for (int q = 0; q < 3; q++) {
+            ts_model *m;
+            if (ts_model_open(dir, &m, &err)) {
+                CHECK(0, "%s", err.msg);
+                break;
+            }
+            static const ts_dtype qt[3] = {TS_DTYPE_BF16, TS_DTYPE_Q8_0, TS_DTYPE_Q4_0};
+            if (q && ts_model_quantize(m, qt[q], &err)) {
+                CHECK(0, "%s: %s", models[mi].preset, err.msg);
+                ts_model_close(m);
+                continue;
+            }
+            char name[128];
+            snprintf(name, sizeof name, "%s %s", models[mi].preset, ts_dtype_name(qt[q]));
+            for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++) {
+                if (!ts_cpu_variant_supported((ts_cpu_variant)v)) {
+                    if (mi == 0 && q == 0) th_isa_gap(ts_cpu_variant_name((ts_cpu_variant)v), "kernel variant");
+                    continue;
+                }
+                check_split(name, m, (ts_cpu_variant)v, 24, models[mi].layers != 0);
+            }
+            ts_model_close(m);
+        }
+    }
+    return th_finish("test_cpu_prefix");
+}
