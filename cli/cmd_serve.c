@@ -16,6 +16,7 @@
 static const char *k_usage =
     "tessera serve MODEL_DIR|DEPLOY_DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
     "       [--ctx N] [--chat-template FILE] [--date YYYY-MM-DD] [--think|--no-think] [--max-queue N]\n"
+    "       [--cache-mb N]\n"
     "       [--max-body BYTES] [--max-header BYTES] [--max-conn N] [--max-tokens-limit N] [--timeout S]\n"
     "       [--model-name NAME] [--threads N] [--weights mmap|copy] [--quant q8_0|q4_0] [--tokenizer PATH]\n"
     "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--quiet]";
@@ -31,6 +32,8 @@ static const char *k_help =
     "  --max-header BYTES     request line + headers; more is 431 (default 65536)\n"
     "  --max-conn N           connections at once (default 64)\n"
     "  --max-tokens-limit N   the most max_tokens a request may ask (default 4096; also the default)\n"
+    "  --cache-mb N           prefix cache: KV of earlier prompts kept for prompts that start the same\n"
+    "                         (MiB, least recently used out; default 1024, 0: off)\n"
     "  --timeout S            close a connection idle for S seconds (default 600)\n"
     "  --model-name NAME      the model id /v1/models lists (default: the directory's name)\n"
     "  --think | --no-think   enable_thinking for requests whose chat_template_kwargs lack it\n"
@@ -87,6 +90,9 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(f, "--parallel") && has) {
             if (parse_size(f, argv[++i], 1, 256, &v)) return TS_EXIT_USAGE;
             so.parallel = (int)v;
+        } else if (!strcmp(f, "--cache-mb") && has) {
+            if (parse_size(f, argv[++i], 0, 1 << 24, &v)) return TS_EXIT_USAGE;
+            so.cache_mb = (int)v;
         } else if (!strcmp(f, "--max-queue") && has) {
             if (parse_size(f, argv[++i], 0, 1 << 20, &v)) return TS_EXIT_USAGE;
             so.max_queue = (int)v;

@@ -297,8 +297,9 @@ void ts_api_request_free(ts_api_request *r) {
 const char *ts_api_finish_reason(int stopped_by_length) { return stopped_by_length ? "length" : "stop"; }
 
 static json_t *usage_json(const ts_api_usage *u) {
-    return json_pack("{s:i, s:i, s:i}", "prompt_tokens", u->prompt_tokens, "completion_tokens", u->completion_tokens,
-                     "total_tokens", u->prompt_tokens + u->completion_tokens);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens",
+                     u->completion_tokens, "total_tokens", u->prompt_tokens + u->completion_tokens,
+                     "prompt_tokens_details", "cached_tokens", u->cached_tokens);
 }
 
 static json_t *head(const ts_api_meta *m, const char *object) {

@@ -64,6 +64,7 @@ void ts_api_request_free(ts_api_request *r);
 
 typedef struct ts_api_usage {
     int prompt_tokens, completion_tokens;
+    int cached_tokens; /* prompt tokens served from the prefix cache (prompt_tokens_details) */
 } ts_api_usage;
 
 /* What a response names: its id ("chatcmpl-..." / "cmpl-..."), the model and the creation time. */

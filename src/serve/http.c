@@ -41,6 +41,7 @@ void ts_server_opts_default(ts_server_opts *o) {
     o->max_conn = 64;
     o->timeout_s = 600;
     o->max_tokens_limit = 4096;
+    o->cache_mb = 1024;
     o->enable_thinking = -1;
     ts_sample_opts_default(&o->defaults);
 }
@@ -85,7 +86,7 @@ typedef struct conn_ctx {
     int status;    /* for /metrics */
     int inflight;  /* counted in ts_server.inflight */
     double t0;
-    int n_prompt, n_gen;
+    int n_prompt, n_gen, n_cached;
     char method[8];
 } conn_ctx;
 
@@ -234,6 +235,7 @@ static void pend_event(stream_ctx *sc, char *json) {
 static void request_done(conn_ctx *cc, const ts_sreq_result *res) {
     cc->n_prompt = res->n_prompt;
     cc->n_gen = res->n_gen;
+    cc->n_cached = res->n_cached;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -267,7 +269,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 pend_event(sc, ts_api_chunk_json(&sc->meta, "", 0, 0, ts_api_finish_reason(res.by_length), NULL,
                                                  sc->include_usage));
                 if (sc->include_usage) {
-                    ts_api_usage u = {res.n_prompt, res.n_gen};
+                    ts_api_usage u = {res.n_prompt, res.n_gen, res.n_cached};
                     pend_event(sc, ts_api_chunk_json(&sc->meta, NULL, 0, 0, NULL, &u, 1));
                 }
             }
@@ -451,7 +453,7 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
         return fail(c, cc, 500, "server_error", NULL, NULL, "generation failed: %s",
                     oom ? "out of memory keeping the reply" : res.error);
     }
-    ts_api_usage u = {res.n_prompt, res.n_gen};
+    ts_api_usage u = {res.n_prompt, res.n_gen, res.n_cached};
     char *body = ts_api_response_json(&meta, all ? all : "", alen, ts_api_finish_reason(res.by_length), &u);
     free(all);
     return send_body(c, cc, 200, body, "application/json", NULL, NULL);
@@ -566,9 +568,9 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     if (status) {
         ts_smetrics_request(s->metrics, k_routes[cc->route].path[0] ? k_routes[cc->route].path : "other", status);
         if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || status >= 400)
-            logf_(s, "tessera serve: %s %s %d, %d prompt + %d generated tokens, %.3f s", cc->method,
-                  k_routes[cc->route].path[0] ? k_routes[cc->route].path : "(other)", status, cc->n_prompt, cc->n_gen,
-                  ts_now_s() - cc->t0);
+            logf_(s, "tessera serve: %s %s %d, %d prompt (%d cached) + %d generated tokens, %.3f s", cc->method,
+                  k_routes[cc->route].path[0] ? k_routes[cc->route].path : "(other)", status, cc->n_prompt,
+                  cc->n_cached, cc->n_gen, ts_now_s() - cc->t0);
     }
     if (cc->inflight) {
         pthread_mutex_lock(&s->mu);
@@ -625,7 +627,7 @@ ts_status ts_server_start(ts_session *sess, const ts_server_opts *o, ts_server *
             int32_t id = ts_tok_token_id(s->tok, eot, strlen(eot));
             if (id >= 0) eos[n_eos++] = id;
         }
-        ts_sched_opts so = {o->parallel, o->max_queue, s->n_ctx};
+        ts_sched_opts so = {o->parallel, o->max_queue, s->n_ctx, (uint64_t)o->cache_mb << 20};
         st = ts_sched_new(ts_session_cpu(sess), ts_session_model(sess), s->tok, eos, n_eos, &so, s->metrics, &s->sched,
                           err);
     }

@@ -22,13 +22,14 @@ typedef struct ts_server_opts {
     int max_conn;           /* connections at once */
     int timeout_s;          /* an idle connection (no bytes either way) is closed after it */
     int max_tokens_limit;   /* the most max_tokens a request may ask for */
+    int cache_mb;           /* the prefix cache's bound in MiB (KV of kept prompts); 0: none */
     ts_sample_opts defaults; /* sampling for fields a request omits */
     int enable_thinking;     /* -1: none; 0/1: the template variable for requests that do not set it */
     FILE *log;               /* one line per request, or NULL */
 } ts_server_opts;
 
 /* Defaults: 127.0.0.1:8080, 1 slot, queue 64, body 8 MiB, headers 64 KiB, 64 connections,
- * 600 s idle timeout, max_tokens up to 4096, ts_sample_opts_default. */
+ * 600 s idle timeout, max_tokens up to 4096, a prefix cache of 1024 MiB, ts_sample_opts_default. */
 void ts_server_opts_default(ts_server_opts *o);
 
 typedef struct ts_server ts_server;

@@ -29,7 +29,8 @@ struct ts_smetrics {
         uint64_t n;
     } req[MAX_SERIES];
     int n_req;
-    uint64_t prompt_tokens, generated_tokens, prefix_hits, prefix_tokens;
+    uint64_t prompt_tokens, generated_tokens, prefix_hits, prefix_tokens, cache_bytes;
+    int cache_entries;
     int queued, active, slots;
     hist ttft, rate;
 };
@@ -94,6 +95,13 @@ void ts_smetrics_prefix_hit(ts_smetrics *m, int tokens) {
     pthread_mutex_lock(&m->mu);
     m->prefix_hits++;
     m->prefix_tokens += (uint64_t)tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ts_smetrics_prefix_cache(ts_smetrics *m, int entries, uint64_t bytes) {
+    pthread_mutex_lock(&m->mu);
+    m->cache_entries = entries;
+    m->cache_bytes = bytes;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -166,7 +174,7 @@ char *ts_smetrics_render(ts_smetrics *m, size_t *len) {
     for (int i = 0; i < m->n_req; i++)
         put(&b, "tessera_requests_total{endpoint=\"%s\",status=\"%d\"} %llu\n", m->req[i].endpoint, m->req[i].status,
             (unsigned long long)m->req[i].n);
-    put(&b, "# HELP tessera_prompt_tokens_total Prompt tokens prefilled.\n# TYPE tessera_prompt_tokens_total counter\n"
+    put(&b, "# HELP tessera_prompt_tokens_total Prompt tokens of generation requests (cached ones included).\n# TYPE tessera_prompt_tokens_total counter\n"
             "tessera_prompt_tokens_total %llu\n", (unsigned long long)m->prompt_tokens);
     put(&b, "# HELP tessera_generated_tokens_total Tokens generated.\n"
             "# TYPE tessera_generated_tokens_total counter\ntessera_generated_tokens_total %llu\n",
@@ -186,6 +194,11 @@ char *ts_smetrics_render(ts_smetrics *m, size_t *len) {
     put(&b, "# HELP tessera_prefix_cache_tokens_total Prompt tokens not prefilled thanks to the prefix cache.\n"
             "# TYPE tessera_prefix_cache_tokens_total counter\ntessera_prefix_cache_tokens_total %llu\n",
         (unsigned long long)m->prefix_tokens);
+    put(&b, "# HELP tessera_prefix_cache_entries Prompts whose KV the prefix cache holds.\n"
+            "# TYPE tessera_prefix_cache_entries gauge\ntessera_prefix_cache_entries %d\n", m->cache_entries);
+    put(&b, "# HELP tessera_prefix_cache_bytes Bytes of KV the prefix cache holds (bounded by --cache-mb).\n"
+            "# TYPE tessera_prefix_cache_bytes gauge\ntessera_prefix_cache_bytes %llu\n",
+        (unsigned long long)m->cache_bytes);
     pthread_mutex_unlock(&m->mu);
     if (b.oom) {
         free(b.p);

@@ -5,7 +5,16 @@
  * The model side is the several-sequences API of target/cpu/cpu_target.h: each slot owns a
  * ts_cpu_seq (its KV cache), prefilled with ts_cpu_forward_seq; the decode step is one
  * ts_cpu_decode_batch, whose row b is bit-identical to that sequence decoded alone, so a
- * request's greedy text does not depend on what else is being served. */
+ * request's greedy text does not depend on what else is being served.
+ *
+ * The prefix cache: a finished request's prompt (its tokens and the KV of those positions,
+ * copied into a sequence of just that capacity) is kept, up to o.cache_bytes, least recently
+ * used first out. A new request whose prompt starts with a kept one's tokens copies that KV
+ * into its slot (ts_cpu_seq_copy) and prefills only the rest. This is exact because prefill is
+ * split-invariant (tests/test_cpu_prefix.c): a position's KV and the last position's logits do
+ * not depend on where the calls to ts_cpu_forward_seq were cut, as long as no piece is a single
+ * token (that runs the decode arithmetic); so at least 2 prompt tokens are always prefilled,
+ * and generated positions (decode arithmetic) are never kept. */
 #include "serve/sched.h"
 
 #include <pthread.h>
@@ -68,7 +77,101 @@ struct ts_sched {
     ts_cpu_seq **bseqs;
     int32_t *btok;
     int *bslot;
+    /* the prefix cache (scheduler thread only) */
+    struct centry *cache;
+    int n_cache, cache_cap;
+    uint64_t cache_bytes, cache_max, pos_bytes, clock;
 };
+
+/* ---- the prefix cache ---- */
+
+/* Shorter common prefixes are not worth a lookup and a copy. */
+#define CACHE_MIN_TOKENS 16
+
+typedef struct centry {
+    ts_cpu_seq *seq; /* n positions, all from prefill */
+    int32_t *tok;
+    int n;
+    uint64_t used; /* s->clock at the last hit or insert */
+} centry;
+
+static void centry_drop(ts_sched *s, int i) {
+    ts_cpu_seq_free(s->cache[i].seq);
+    free(s->cache[i].tok);
+    s->cache_bytes -= (uint64_t)s->cache[i].n * s->pos_bytes;
+    s->cache[i] = s->cache[--s->n_cache];
+}
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
+
+static void cache_gauge(ts_sched *s) { ts_smetrics_prefix_cache(s->metrics, s->n_cache, s->cache_bytes); }
+
+/* The longest kept prefix of prompt, at most n - 2 positions (2 tokens or more are prefilled:
+ * one alone would run the decode arithmetic), copied into seq (emptied first). Returns the
+ * positions taken, 0 when none. */
+static int cache_take(ts_sched *s, const int32_t *prompt, int n, ts_cpu_seq *seq) {
+    int best = -1, len = 0;
+    for (int i = 0; i < s->n_cache; i++) {
+        int l = common_prefix(s->cache[i].tok, s->cache[i].n, prompt, n - 2);
+        if (l > len) best = i, len = l;
+    }
+    ts_cpu_seq_truncate(seq, 0);
+    if (best < 0 || len < CACHE_MIN_TOKENS) return 0;
+    ts_error err;
+    if (ts_cpu_seq_copy(seq, s->cache[best].seq, len, &err)) return 0;
+    s->cache[best].used = ++s->clock;
+    return len;
+}
+
+/* Keeps the first n prompt positions of seq (computed by prefill), evicting the least recently
+ * used entries to stay within the bound. Entries that are a prefix of this one go: it serves
+ * every prompt they would. Failing to allocate just keeps nothing. */
+static void cache_put(ts_sched *s, const int32_t *prompt, int n, const ts_cpu_seq *seq) {
+    if (!s->cache_max || !s->pos_bytes) return;
+    uint64_t fit = s->cache_max / s->pos_bytes;
+    if ((uint64_t)n > fit) n = (int)fit; /* a prompt beyond the bound: its start still serves */
+    if (n < CACHE_MIN_TOKENS || ts_cpu_seq_n_past(seq) < n) return;
+    for (int i = 0; i < s->n_cache; i++) {
+        centry *e = &s->cache[i];
+        if (e->n >= n && common_prefix(e->tok, e->n, prompt, n) == n) { /* kept already */
+            e->used = ++s->clock;
+            return;
+        }
+    }
+    for (int i = 0; i < s->n_cache;) {
+        centry *e = &s->cache[i];
+        if (e->n < n && common_prefix(e->tok, e->n, prompt, n) == e->n) centry_drop(s, i);
+        else i++;
+    }
+    while (s->n_cache && s->cache_bytes + (uint64_t)n * s->pos_bytes > s->cache_max) {
+        int lru = 0;
+        for (int i = 1; i < s->n_cache; i++)
+            if (s->cache[i].used < s->cache[lru].used) lru = i;
+        centry_drop(s, lru);
+    }
+    if (s->n_cache == s->cache_cap) {
+        int cap = s->cache_cap ? 2 * s->cache_cap : 16;
+        centry *p = realloc(s->cache, sizeof *p * (size_t)cap);
+        if (!p) goto out;
+        s->cache = p, s->cache_cap = cap;
+    }
+    centry e = {NULL, malloc(sizeof(int32_t) * (size_t)n), n, ++s->clock};
+    ts_error err;
+    if (!e.tok || ts_cpu_seq_new(s->cpu, n, &e.seq, &err) || ts_cpu_seq_copy(e.seq, seq, n, &err)) {
+        ts_cpu_seq_free(e.seq);
+        free(e.tok);
+        goto out;
+    }
+    memcpy(e.tok, prompt, sizeof(int32_t) * (size_t)n);
+    s->cache[s->n_cache++] = e;
+    s->cache_bytes += (uint64_t)n * s->pos_bytes;
+out:
+    cache_gauge(s);
+}
 
 static void req_free(ts_sreq *r) {
     ts_gen_free(r->gen);
@@ -237,6 +340,8 @@ static void finish(ts_sched *s, slot *sl, ts_gen_stop why, const ts_status *st, 
     if (!st || !*st) why = ts_gen_end(r->gen, why); /* the text held back for stop strings */
     ts_gen_tokens(r->gen, &n_kept, NULL);
     double now = ts_now_s();
+    /* the prompt's positions came from prefill: kept for later prompts that start the same */
+    if (sl->prefilled && (!st || !*st)) cache_put(s, r->prompt, r->n_prompt, sl->seq);
     ts_cpu_seq_truncate(sl->seq, 0);
     pthread_mutex_lock(&s->mu);
     r->res.n_gen = n_kept;
@@ -305,16 +410,20 @@ static void *sched_main(void *arg) {
             slot *sl = &s->slots[i];
             if (!sl->r || sl->prefilled) continue;
             ts_sreq *r = sl->r;
-            ts_cpu_seq_truncate(sl->seq, 0);
+            int L = cache_take(s, r->prompt, r->n_prompt, sl->seq); /* empties the sequence first */
             ts_gen_begin(r->gen, r->prompt, r->n_prompt);
             float *lg = s->logits;
-            ts_status st = ts_cpu_forward_seq(s->cpu, sl->seq, r->prompt, r->n_prompt, lg, 0, &err);
+            ts_status st = ts_cpu_forward_seq(s->cpu, sl->seq, r->prompt + L, r->n_prompt - L, lg, 0, &err);
             int done = 1;
             ts_gen_stop why = TS_GEN_STOP_EOS;
             if (!st) st = ts_gen_next(r->gen, lg, ts_cpu_seq_n_past(sl->seq), &sl->next, &done, &why, &err);
             sl->prefilled = 1;
             sl->t_first = ts_now_s();
             ts_smetrics_tokens(s->metrics, r->n_prompt, 0);
+            if (L) ts_smetrics_prefix_hit(s->metrics, L);
+            pthread_mutex_lock(&s->mu);
+            r->res.n_cached = L;
+            pthread_mutex_unlock(&s->mu);
             ts_smetrics_ttft(s->metrics, sl->t_first - r->t_arrival);
             if (st || done) finish(s, sl, why, &st, &err);
         }
@@ -361,6 +470,11 @@ ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int3
     for (int i = 0; i < n_eos && s->n_eos < 16; i++) s->eos[s->n_eos++] = eos[i];
     s->n_vocab = ts_model_config(m)->n_vocab;
     s->n_slots = o->parallel;
+    {
+        const ts_config *cf = ts_model_config(m);
+        s->pos_bytes = 2ull * sizeof(float) * (uint64_t)cf->n_layers * (uint64_t)cf->n_kv_heads * (uint64_t)cf->head_dim;
+        s->cache_max = o->cache_bytes;
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->work, NULL);
     pthread_cond_init(&s->idle, NULL);
@@ -420,6 +534,8 @@ void ts_sched_free(ts_sched *s) {
     free(s->bseqs);
     free(s->btok);
     free(s->bslot);
+    while (s->n_cache) centry_drop(s, s->n_cache - 1);
+    free(s->cache);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);

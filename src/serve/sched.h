@@ -20,6 +20,7 @@ typedef struct ts_sched_opts {
     int parallel;  /* slots: sequences generating together */
     int max_queue; /* requests waiting for a slot beyond those; more are refused */
     int n_ctx;     /* positions per slot (the cpu session's max_seq) */
+    uint64_t cache_bytes; /* the prefix cache's bound (KV of kept prompts); 0: no cache */
 } ts_sched_opts;
 
 typedef struct ts_sched ts_sched;
@@ -64,6 +65,7 @@ void ts_sreq_release(ts_sreq *r);
 
 typedef struct ts_sreq_result {
     int n_prompt, n_gen;
+    int n_cached; /* prompt tokens whose KV came from the prefix cache */
     int by_length; /* max_tokens or the context ended it (finish_reason "length") */
     int failed;    /* the target failed (message in error) */
     char error[TS_ERROR_LEN];
