@@ -12,7 +12,7 @@ BENCH_MODELS ?= llama-3.2-1b qwen3-0.6b
 BENCH_DIR ?= bench-models
 BENCH_ARGS ?= --prefill 128,512 --decode 128 --gen 16 --trials 5
 
-.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench deploy-all clean
+.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench bench-serve deploy-all clean
 
 setup:
 	@bash scripts/setup.sh
@@ -70,6 +70,11 @@ DEPLOY_ARGS ?=
 deploy-all: build
 	bash scripts/deploy_all.sh --bin $(BUILD)/tessera --models $(BENCH_DIR) --out deployments \
 		--args "$(DEPLOY_ARGS)$(if $(HF_PYTHON), --hf-python $(HF_PYTHON))" $(DEPLOY_ALL)
+
+# tessera serve's time to first token with and without the prefix cache, on a full-size synth
+# qwen3-0.6b (scripts/bench_serve.sh); never part of `make test`.
+bench-serve: build
+	bash scripts/bench_serve.sh --bin $(BUILD)/tessera --model $(BENCH_DIR)/qwen3-0.6b
 
 # Speed of the cpu target on full-size synth models (written once into $(BENCH_DIR)), with the
 # machine's own peaks measured in the same run. Prints ratios; never part of `make test`.
