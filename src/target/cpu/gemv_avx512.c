@@ -105,22 +105,124 @@ void ts_cpu_gemv_f32_avx512(float *y, const float *xp, const uint16_t *W, int K,
     free(heap);
 }
 
-static void rows_dot_1(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 1); }
-static void rows_dot_2(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 2); }
-static void rows_dot_3(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 3); }
-static void rows_dot_4(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 4); }
-static void (*const k_rows_dot[5])(float *, const float *, size_t, const uint16_t *, int) = {
-    0, rows_dot_1, rows_dot_2, rows_dot_3, rows_dot_4};
+/* The batch kernel's register tile: R W rows x G x rows, each (W row, x row) pair with exactly
+ * rows_dot's four accumulators and their operations in the same order. rows_dot reads a
+ * 128-byte step of W into lanes 0-1 (its first 64 bytes) and 2-3 (its second); the four
+ * chains are independent, so the tile runs them in two passes over K: pass 0 the lanes 0-1
+ * (and the masked tail, which only feeds those two), pass 1 the lanes 2-3, each lane seeing
+ * the same FMAs in the same order as alone. Per 64 bytes of W then only two accumulators per
+ * pair are live: 3 x 4 pairs fit the 32 registers (24 accumulators, 6 widened W vectors, one
+ * x vector), and every x vector loaded serves R = 3 W rows. With one W row per pass (the
+ * old batch loop) each FMA needed its own x load, and the x rows of a batch (8 x K floats)
+ * no longer fit L1 next to the W stream: the loads, not the FMAs, bound it.
+ * a0 + a1 is formed after pass 0, a2 + a3 after pass 1, and the result is
+ * reduce(add(a0 + a1, a2 + a3)): rows_dot's final sum, term for term. */
+static inline __attribute__((always_inline)) void tile_dot(float *y, size_t ldy, const float *x32, size_t ldx,
+                                                           const uint16_t *W, size_t ldw, int K, int R, int G) {
+    __m512 s01[3][4];
+    {
+        __m512 a[3][4][2];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) a[r][g][0] = a[r][g][1] = _mm512_setzero_ps();
+        int b = 0;
+        for (; b + 64 <= K; b += 64) {
+            __m512 e[3], o[3];
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) {
+                const uint16_t *w = W + (size_t)r * ldw + b;
+                _mm_prefetch((const char *)w + TS_GEMV512_PREFETCH, _MM_HINT_T0); /* both lines of the 128 B */
+                _mm_prefetch((const char *)w + TS_GEMV512_PREFETCH + 64, _MM_HINT_T0);
+                __m512i w0 = _mm512_loadu_si512(w);
+                e[r] = even_f32(w0), o[r] = odd_f32(w0);
+            }
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                const float *x = x32 + (size_t)g * ldx + b;
+                __m512 x0 = _mm512_load_ps(x);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
+                __m512 x1 = _mm512_load_ps(x + 16);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
+            }
+        }
+        for (; b < K; b += 32) { /* 32 or 16 positions left (K % 16 == 0); x32 is zero past K */
+            __m512 e[3], o[3];
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) {
+                __m512i w0 = _mm512_maskz_loadu_epi16(K - b >= 32 ? 0xffffffffu : 0xffffu, W + (size_t)r * ldw + b);
+                e[r] = even_f32(w0), o[r] = odd_f32(w0);
+            }
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                const float *x = x32 + (size_t)g * ldx + b;
+                __m512 x0 = _mm512_load_ps(x);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
+                __m512 x1 = _mm512_load_ps(x + 16);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
+            }
+        }
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) s01[r][g] = _mm512_add_ps(a[r][g][0], a[r][g][1]);
+    }
+    __m512 a[3][4][2];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) a[r][g][0] = a[r][g][1] = _mm512_setzero_ps();
+    for (int b = 0; b + 64 <= K; b += 64) { /* pass 1: the second 64 bytes of each step, from cache */
+        __m512 e[3], o[3];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) {
+            __m512i w1 = _mm512_loadu_si512(W + (size_t)r * ldw + b + 32);
+            e[r] = even_f32(w1), o[r] = odd_f32(w1);
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const float *x = x32 + (size_t)g * ldx + b + 32;
+            __m512 x0 = _mm512_load_ps(x);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
+            __m512 x1 = _mm512_load_ps(x + 16);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++)
+            y[(size_t)g * ldy + r] =
+                _mm512_reduce_add_ps(_mm512_add_ps(s01[r][g], _mm512_add_ps(a[r][g][0], a[r][g][1])));
+}
+
+#define TILE_FN(R, G)                                                                                            \
+    static void tile_##R##_##G(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *W, int K) {     \
+        tile_dot(y, ldy, x, ldx, W, (size_t)K, K, R, G);                                                         \
+    }
+TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 3) TILE_FN(1, 4)
+TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 3) TILE_FN(2, 4)
+TILE_FN(3, 1) TILE_FN(3, 2) TILE_FN(3, 3) TILE_FN(3, 4)
+static void (*const k_tile[4][5])(float *, size_t, const float *, size_t, const uint16_t *, int) = {
+    {0}, {0, tile_1_1, tile_1_2, tile_1_3, tile_1_4}, {0, tile_2_1, tile_2_2, tile_2_3, tile_2_4},
+    {0, tile_3_1, tile_3_2, tile_3_3, tile_3_4}};
 
 /* Batched decode, FP32 GEMV: S rows of x regrouped once (on the stack up to BATCH_STACK
- * floats, else one allocation per call), then for each W row the rows in groups of up to 4
- * (16 accumulators): the W row is read from memory once and from L1 for the next groups. */
+ * floats, else one allocation per call); one row alone runs the S = 1 GEMV's loop (rows_dot,
+ * one W row at a time: bound by the W stream), several run tile_dot over tiles of 3 W rows x
+ * 4 x rows: the W rows are read from memory once, for the later x groups from cache. */
 #define BATCH_STACK 65536 /* 256 KiB: e.g. 8 rows of K = 8192 */
 void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
                                   int n0, int n1) {
     size_t K32 = (size_t)((K + 31) & ~31);
     float sx[BATCH_STACK] __attribute__((aligned(64)));
-    float *x32 = sx, *heap = NULL, out[4];
+    float *x32 = sx, *heap = NULL;
     if ((size_t)S * K32 > BATCH_STACK) {
         heap = aligned_alloc(64, sizeof(float) * (size_t)S * K32);
         if (!heap) { /* the rows one by one, as their single decodes */
@@ -130,12 +232,16 @@ void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, c
         x32 = heap;
     }
     for (int s = 0; s < S; s++) x_regroup(x32 + (size_t)s * K32, xp + (size_t)s * ldx, K);
-    for (int n = n0; n < n1; n++) {
-        const uint16_t *w = W + (size_t)n * K;
-        for (int s = 0; s < S; s += 4) {
-            int G = S - s < 4 ? S - s : 4;
-            k_rows_dot[G](out, x32 + (size_t)s * K32, K32, w, K);
-            for (int g = 0; g < G; g++) y[(size_t)(s + g) * ldy + n] = out[g];
+    if (S == 1) {
+        for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K);
+    } else {
+        for (int n = n0; n < n1; n += 3) {
+            int R = n1 - n < 3 ? n1 - n : 3;
+            const uint16_t *w = W + (size_t)n * K;
+            for (int s = 0; s < S; s += 4) {
+                int G = S - s < 4 ? S - s : 4;
+                k_tile[R][G](y + (size_t)s * ldy + n, (size_t)ldy, x32 + (size_t)s * K32, K32, w, K);
+            }
         }
     }
     free(heap);
