@@ -10,7 +10,9 @@
 
 #include "model/model.h"
 #include "model/quantize.h"
+#include "target/cpu/cpu_features.h"
 #include "target/cpu/cpu_target.h"
+#include "target/cpu/gemm.h"
 #include "tharness.h"
 
 #define NS 8     /* sequences */
@@ -241,6 +243,42 @@ done:
     ts_cpu_free(c), ts_cpu_free(c2);
 }
 
+/* The AVX-512 FP32 batch GEMV alone (register tiles of 3 W rows x 4 x rows, blocks of 24 W
+ * rows, two passes over K) against the one-row GEMV, row by row with memcmp: every S from 1
+ * to 10 (x-group tails), N with tile and block tails, column sub-ranges (thread splits), K
+ * with 64-position steps and 16-, 32- and 48-position tails. */
+static void check_f32_kernel(void) {
+    static const int Ks[] = {16, 32, 48, 64, 80, 96, 112, 304, 1024, 1040};
+    static const int Ns[] = {1, 2, 3, 4, 5, 7, 23, 24, 25, 49, 77};
+    int bad = 0, runs = 0;
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        int K = Ks[ki];
+        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++) {
+            int N = Ns[ni], S = 10;
+            uint16_t *W = malloc(sizeof(uint16_t) * (size_t)N * K);
+            float *x = malloc(sizeof(float) * (size_t)S * K), *y = malloc(sizeof(float) * (size_t)S * N),
+                  *y1 = malloc(sizeof(float) * (size_t)N);
+            for (size_t i = 0; i < (size_t)N * K; i++) W[i] = (uint16_t)(0x3c00 + (i * 2654435761u >> 20) % 0x900);
+            for (size_t i = 0; i < (size_t)S * K; i++) x[i] = (float)((i * 40503u) % 1999) / 999.0f - 1.0f;
+            for (int s = 1; s <= S; s++)
+                for (int split = 0; split < 2; split++) {
+                    int n0 = split && N > 2 ? 1 : 0, n1 = split && N > 2 ? N - 1 : N;
+                    memset(y, 0, sizeof(float) * (size_t)S * N);
+                    ts_cpu_gemv_batch_f32_avx512(y, N, x, K, W, K, s, n0, n1);
+                    for (int r = 0; r < s; r++) {
+                        ts_cpu_gemv_f32_avx512(y1, x + (size_t)r * K, W, K, n0, n1);
+                        bad += memcmp(y + (size_t)r * N + n0, y1 + n0, sizeof(float) * (size_t)(n1 - n0)) != 0;
+                        runs++;
+                    }
+                }
+            free(W), free(x), free(y), free(y1);
+        }
+    }
+    CHECK(bad == 0, "avx512 FP32 batch GEMV: %d of %d rows differ from the one-row GEMV", bad, runs);
+    printf("  avx512 FP32 batch GEMV: %d rows (S 1-10, N 1-77, K 16-1040, column splits) bit-identical to one-row\n",
+           runs);
+}
+
 int main(void) {
     /* real widths (one layer, 1000 tokens): qwen2.5-0.5b has K = 896 and 4864 (28 and 152
      * Q4_0 blocks: the 16-block groups and their tails), GQA 7:1 and biases; qwen3-0.6b
@@ -250,6 +288,7 @@ int main(void) {
         const char *preset;
         int layers, vocab;
     } models[] = {{"qwen2.5-0.5b", 1, 1000}, {"qwen3-0.6b", 1, 1000}, {"qwen2.5-0.5b-tiny", 0, 0}};
+    if (ts_cpu_variant_supported(TS_CPU_AVX512BF16)) check_f32_kernel();
     const char *tmp = th_tmpdir("cpu_batch");
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
         char dir[1200];
