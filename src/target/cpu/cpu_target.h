@@ -122,6 +122,9 @@ ts_status ts_cpu_layer(ts_cpu *c, int layer, float *x, int n, int pos0, ts_error
 /* Keeps the first n positions of the KV cache (n <= n_past): benchmarks rerun decode from
  * the same context. */
 void ts_cpu_truncate(ts_cpu *c, int n);
+/* The session's own KV cache as a sequence (what ts_cpu_forward appends to), for
+ * ts_cpu_decode_run on it (tessera run --lookup). Not to be freed. */
+ts_cpu_seq *ts_cpu_own_seq(ts_cpu *c);
 
 /* One step of one layer alone on the named buffers of st (plan/steps.h), with the same
  * contract as ts_ref_step: the diagnosis hands it the oracle's inputs. S <= the chunk. */
