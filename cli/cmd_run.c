@@ -13,7 +13,7 @@ static const char *k_usage = "tessera run MODEL_DIR|DEPLOY_DIR -p TEXT [-n N] [-
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
                              "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--chat [--system TEXT] [--think|--no-think]\n"
                              "       [--chat-template FILE] [--date YYYY-MM-DD]] [--show-ids]\n"
-                             "       [--lookup N [--lookup-ngram N]]";
+                             "       [--lookup N [--lookup-ngram N] [--lookup-min N]]";
 
 static void print_piece(void *user, const char *text, size_t len) {
     (void)user;

@@ -21,7 +21,7 @@ static const char *k_usage =
     "       [--max-body BYTES] [--max-header BYTES] [--max-conn N] [--max-tokens-limit N] [--timeout S]\n"
     "       [--model-name NAME] [--threads N] [--weights mmap|copy] [--quant q8_0|q4_0] [--tokenizer PATH]\n"
     "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--lookup N] [--lookup-ngram N]\n"
-    "       [--quiet]";
+    "       [--lookup-min N] [--quiet]";
 
 static const char *k_help =
     "  --host ADDR            address to listen on (default 127.0.0.1: this machine only)\n"
@@ -42,7 +42,8 @@ static const char *k_help =
     "  --lookup N             prompt-lookup speculative decoding: up to N tokens per slot and step drafted from\n"
     "                         the prompt and reply (where the last tokens occurred before) and verified in the\n"
     "                         step's one pass; the text is exactly the text without it (default 8; 0: off)\n"
-    "  --lookup-ngram N       the longest suffix matched, down to 1 token (default 3)\n"
+    "  --lookup-ngram N       the longest suffix matched (default 3)\n"
+    "  --lookup-min N         the shortest suffix matched (default 2)\n"
     "  --quiet                no per-request log lines on stderr\n";
 
 static int parse_size(const char *flag, const char *v, long long lo, long long hi, long long *out) {
@@ -134,6 +135,7 @@ int cmd_serve(int argc, char **argv) {
     so.defaults = o.sample;
     so.lookup = o.lookup < 0 ? TS_SERVE_LOOKUP_DEFAULT : o.lookup;
     so.lookup_ngram = o.lookup_ngram;
+    so.lookup_min = o.lookup_min;
     o.lookup = 0; /* the session's own generator is not the server's */
     so.enable_thinking = o.enable_thinking;
     so.log = quiet ? NULL : stderr;

@@ -32,6 +32,7 @@ struct ts_gen {
     int32_t *ctx;
     int n_ctx_tok, cap_ctx;
     float *vlogits;
+    int dcur; /* the next draft's most tokens: adapts to what was accepted (ts_gen_next_run) */
 };
 
 const char *ts_gen_stop_name(ts_gen_stop r) {
@@ -68,9 +69,10 @@ ts_status ts_gen_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const ts_gen
     if (o->max_tokens < 1)
         return ts_fail(err, TS_ERR_ARG, "generate: max tokens %d, expected >= 1", o->max_tokens);
     if (o->n_ctx < 1) return ts_fail(err, TS_ERR_ARG, "generate: context %d, expected >= 1", o->n_ctx);
-    if (o->lookup < 0 || o->lookup > TS_GEN_LOOKUP_MAX || o->lookup_ngram < 0 || o->lookup_ngram > 64)
-        return ts_fail(err, TS_ERR_ARG, "generate: lookup %d (expected 0..%d), n-gram %d (expected 0..64)", o->lookup,
-                       TS_GEN_LOOKUP_MAX, o->lookup_ngram);
+    if (o->lookup < 0 || o->lookup > TS_GEN_LOOKUP_MAX || o->lookup_ngram < 0 || o->lookup_ngram > 64 ||
+        o->lookup_min < 0 || o->lookup_min > 64)
+        return ts_fail(err, TS_ERR_ARG, "generate: lookup %d (expected 0..%d), n-grams %d..%d (expected 0..64)",
+                       o->lookup, TS_GEN_LOOKUP_MAX, o->lookup_min, o->lookup_ngram);
     const ts_config *cf = ts_model_config(m);
     if (ts_tok_n_vocab(t) > cf->n_vocab)
         return ts_fail(err, TS_ERR_SHAPE,
@@ -91,6 +93,8 @@ ts_status ts_gen_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const ts_gen
     g->logits = malloc(sizeof(float) * (size_t)g->n_vocab);
     g->toks = malloc(sizeof(int32_t) * ((size_t)o->max_tokens + 1));
     if (!g->o.lookup_ngram) g->o.lookup_ngram = TS_GEN_LOOKUP_NGRAM;
+    if (!g->o.lookup_min) g->o.lookup_min = TS_GEN_LOOKUP_MIN;
+    if (g->o.lookup_min > g->o.lookup_ngram) g->o.lookup_min = g->o.lookup_ngram;
     if (c && o->lookup) {
         int k = 1 + o->lookup < ts_cpu_batch_max(c) ? 1 + o->lookup : ts_cpu_batch_max(c);
         g->o.lookup = k - 1;
@@ -136,6 +140,7 @@ const int32_t *ts_gen_tokens(const ts_gen *g, int *n_kept, int *n_total) {
 void ts_gen_begin(ts_gen *g, const int32_t *prompt, int n) {
     g->n_kept = g->n_total = 0;
     g->n_ctx_tok = 0;
+    g->dcur = g->o.lookup;
     if (g->o.lookup) { /* without room for the context, no drafts: the output is the same */
         int cap = n + g->o.max_tokens + 1;
         if (cap > g->cap_ctx) {
@@ -193,14 +198,19 @@ int ts_lookup_draft(const int32_t *ctx, int n, int ngram_min, int ngram_max, int
     if (ngram_min < 1) ngram_min = 1;
     for (int L = ngram_max < n - 1 ? ngram_max : n - 1; L >= ngram_min && max_draft > 0; L--) {
         const int32_t *suf = ctx + n - L;
-        /* the latest earlier occurrence: in copying work the source being copied, in a loop
-         * the last turn of it */
+        /* The latest earlier occurrence followed by max_draft tokens (in copying work the
+         * source being copied), else the one followed by the most (an occurrence that
+         * overlaps the suffix, as in a loop of a short period, is followed by fewer). */
+        int best = -1;
         for (int i = n - L - 1; i >= 0; i--) {
             if (ctx[i] != suf[0] || memcmp(ctx + i, suf, sizeof(int32_t) * (size_t)L)) continue;
-            int d = n - (i + L) < max_draft ? n - (i + L) : max_draft;
-            memcpy(out, ctx + i + L, sizeof(int32_t) * (size_t)d);
-            return d;
+            best = i;
+            if (n - (i + L) >= max_draft) break;
         }
+        if (best < 0) continue;
+        int d = n - (best + L) < max_draft ? n - (best + L) : max_draft;
+        memcpy(out, ctx + best + L, sizeof(int32_t) * (size_t)d);
+        return d;
     }
     return 0;
 }
@@ -208,10 +218,10 @@ int ts_lookup_draft(const int32_t *ctx, int n, int ngram_min, int ngram_max, int
 int ts_gen_draft(ts_gen *g, int max_draft, int32_t *out) {
     if (!g->o.lookup || !g->n_ctx_tok) return 0;
     int left = g->o.max_tokens - g->n_kept - 1; /* tokens the drafts could still add */
-    if (max_draft > g->o.lookup) max_draft = g->o.lookup;
+    if (max_draft > g->dcur) max_draft = g->dcur;
     if (max_draft > left) max_draft = left;
     if (max_draft < 1) return 0;
-    return ts_lookup_draft(g->ctx, g->n_ctx_tok, 1, g->o.lookup_ngram, max_draft, out);
+    return ts_lookup_draft(g->ctx, g->n_ctx_tok, g->o.lookup_min, g->o.lookup_ngram, max_draft, out);
 }
 
 ts_status ts_gen_next_run(ts_gen *g, float *logits, const int32_t *draft, int n_draft, int n_past0, int32_t *id,
@@ -221,7 +231,12 @@ ts_status ts_gen_next_run(ts_gen *g, float *logits, const int32_t *draft, int n_
         *n_used = j + 1;
         /* row j + 1 was given draft[j]: its logits are the next ones only if that is what
          * row j sampled */
-        if (s || *done || j == n_draft || *id != draft[j]) return s;
+        if (s || *done || j == n_draft || *id != draft[j]) {
+            /* the next draft's length: doubled after a draft accepted whole, else what was
+             * accepted (at least 1) */
+            if (n_draft) g->dcur = j == n_draft ? (2 * g->dcur < g->o.lookup ? 2 * g->dcur : g->o.lookup) : (j > 0 ? j : 1);
+            return s;
+        }
     }
 }
 

@@ -30,13 +30,18 @@ typedef struct ts_gen_opts {
     void *user;
     /* Prompt-lookup speculative decoding (ts_gen_draft below): at most this many drafted
      * tokens verified per step (0: off; at most TS_GEN_LOOKUP_MAX), drafted from the longest
-     * suffix of lookup_ngram down to 1 tokens (0: TS_GEN_LOOKUP_NGRAM) that occurred before. */
+     * suffix of lookup_ngram down to lookup_min tokens (0: TS_GEN_LOOKUP_NGRAM, _MIN) that
+     * occurred before. */
     int lookup;
     int lookup_ngram;
+    int lookup_min;
 } ts_gen_opts;
 
 #define TS_GEN_LOOKUP_MAX (TS_CPU_BATCH_MAX - 1)
 #define TS_GEN_LOOKUP_NGRAM 3
+/* A one-token match drafts often and is rarely right: on this machine a verify row costs about
+ * a third of a decode step (docs/serve.md), so the default wants two. */
+#define TS_GEN_LOOKUP_MIN 2
 
 typedef struct ts_gen_result {
     int n_prompt;    /* tokens prefilled by this run */
@@ -88,8 +93,10 @@ ts_gen_stop ts_gen_end(ts_gen *g, ts_gen_stop why);
 int ts_lookup_draft(const int32_t *ctx, int n, int ngram_min, int ngram_max, int max_draft, int32_t *out);
 /* The draft after the generator's context (the prompt given to ts_gen_begin, then every token
  * sampled; the last one is the token about to be appended), at most min(max_draft, the
- * options' lookup, the tokens max_tokens still allows after the next one). 0 when lookup is
- * off. */
+ * current draft length, the tokens max_tokens still allows after the next one). The draft
+ * length starts at the options' lookup, becomes what the last verify accepted
+ * (at least 1) after a rejection and doubles (up to lookup) after a draft accepted whole. 0
+ * when lookup is off. */
 int ts_gen_draft(ts_gen *g, int max_draft, int32_t *out);
 /* The verify step: the sequence got k = 1 + n_draft rows in one pass (ts_cpu_decode_run: the
  * token about to be appended, then draft[0..n_draft)); logits (k, n_vocab), row j exactly the

@@ -632,7 +632,7 @@ ts_status ts_server_start(ts_session *sess, const ts_server_opts *o, ts_server *
             int32_t id = ts_tok_token_id(s->tok, eot, strlen(eot));
             if (id >= 0) eos[n_eos++] = id;
         }
-        ts_sched_opts so = {o->parallel, o->max_queue, s->n_ctx, o->lookup, o->lookup_ngram};
+        ts_sched_opts so = {o->parallel, o->max_queue, s->n_ctx, o->lookup, o->lookup_ngram, o->lookup_min};
         st = ts_sched_new(ts_session_cpu(sess), ts_session_model(sess), s->tok, eos, n_eos, &so, s->metrics, &s->sched,
                           err);
     }

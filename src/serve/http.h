@@ -18,6 +18,7 @@ typedef struct ts_server_opts {
     int parallel;           /* sequences generating together */
     int lookup;             /* prompt-lookup drafts per slot and step (0: off) */
     int lookup_ngram;       /* longest suffix matched (0: the default) */
+    int lookup_min;         /* shortest suffix matched (0: the default) */
     int max_queue;          /* requests waiting beyond those (503 past it) */
     size_t max_body;        /* bytes of a request body (413 past it) */
     size_t max_header;      /* bytes of the request line and headers (libmicrohttpd answers 431) */

@@ -150,7 +150,8 @@ ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_er
                           on_text,
                           r,
                           s->o.lookup,
-                          s->o.lookup_ngram};
+                          s->o.lookup_ngram,
+                          s->o.lookup_min};
         st = ts_gen_new(NULL, s->m, s->tok, &go, &r->gen, err);
     }
     if (st) {

@@ -25,6 +25,7 @@ typedef struct ts_sched_opts {
     int n_ctx;     /* positions per slot (the cpu session's max_seq) */
     int lookup;       /* prompt-lookup speculative decoding: drafted tokens per slot and step (0: off) */
     int lookup_ngram; /* longest suffix matched (0: TS_GEN_LOOKUP_NGRAM) */
+    int lookup_min;   /* shortest suffix matched (0: TS_GEN_LOOKUP_MIN) */
 } ts_sched_opts;
 
 typedef struct ts_sched ts_sched;
