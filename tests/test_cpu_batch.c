@@ -4,7 +4,10 @@
  * be bit-identical to the same sequence decoded alone with ts_cpu_forward_seq: BF16, Q8_0 and
  * Q4_0 weights, every kernel variant this CPU has, synth models at real widths (one layer,
  * small vocabulary) and a tiny one whose K have 16- and 32-element tails. Also: a sequence
- * equals the session's own cache, copy / truncate of a prefix, and the argument errors. */
+ * equals the session's own cache, copy / truncate of a prefix, and the argument errors.
+ * ts_cpu_decode_run (k tokens of one sequence in one pass: speculative decoding's verify, with
+ * rejected drafts truncated away) and ts_cpu_decode_multi (several sequences, several rows
+ * each) must give the same bits row for row. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +54,78 @@ static int decode_alone(ts_cpu *c, int i, int V, float *out) {
 static int active_at(int t, int i, const int *done) {
     int join = (i * 3) % 7;
     return t >= join && done[i] < NSTEP && ((t + i) % 5 != 3 || t % 3 == 0); /* t = 6: all 8 */
+}
+
+/* ts_cpu_decode_run and ts_cpu_decode_multi on the sequences check_batch left (truncated back to
+ * their prompts): each sequence's NSTEP tokens again, in runs of 1-5 rows followed by 0-2 wrong
+ * drafts that are truncated away (the next run overwrites their KV), then all sequences
+ * together in multi steps of 1-4 rows each (some left out, rotating order); every kept row
+ * memcmp-equal to the sequence's single decode. */
+static void check_runs(const char *name, ts_cpu *c, ts_cpu_variant v, ts_cpu_seq **seqs, const float *alone, int V) {
+    ts_error err;
+    float *lg = malloc(sizeof(float) * (size_t)TS_CPU_BATCH_MAX * V);
+    int bad = 0, rows = 0, runs = 0, mbad = 0, mrows = 0, msteps = 0, maxr = 0, ok = 1;
+    for (int i = 0; i < NS && ok; i++) {
+        int P = prompt_len(i);
+        ts_cpu_seq_truncate(seqs[i], P);
+        for (int k0 = 0, t = 0; k0 < NSTEP; t++) {
+            int k = 1 + (i + t * 3) % 5, junk = (i + t) % 3;
+            if (k > NSTEP - k0) k = NSTEP - k0;
+            int32_t bt[8];
+            for (int j = 0; j < k; j++) bt[j] = decode_tok(i, k0 + j, V);
+            for (int j = 0; j < junk; j++) bt[k + j] = (decode_tok(i, k0 + k + j, V) + 1 + j) % V; /* wrong drafts */
+            if (ts_cpu_decode_run(c, seqs[i], bt, k + junk, lg, &err) ||
+                ts_cpu_seq_n_past(seqs[i]) != P + k0 + k + junk) {
+                CHECK(0, "%s: decode run of %d: %s", name, k + junk, err.msg);
+                ok = 0;
+                break;
+            }
+            for (int j = 0; j < k; j++, rows++)
+                if (memcmp(lg + (size_t)j * V, alone + ((size_t)i * NSTEP + k0 + j) * V, sizeof(float) * (size_t)V)) {
+                    if (!bad) fprintf(stderr, "  first difference: seq %d, run %d of %d rows, row %d\n", i, t, k + junk, j);
+                    bad++;
+                }
+            ts_cpu_seq_truncate(seqs[i], P + k0 + k); /* the wrong drafts rejected */
+            k0 += k, runs++;
+        }
+    }
+    int done[NS] = {0};
+    for (int i = 0; i < NS; i++) ts_cpu_seq_truncate(seqs[i], prompt_len(i));
+    for (int t = 0; t < 64 && ok; t++) {
+        ts_cpu_seq *bs[NS];
+        int32_t bt[TS_CPU_BATCH_MAX];
+        int who[NS], n[NS], B = 0, R = 0;
+        for (int j = 0; j < NS; j++) {
+            int i = (j + t) % NS;
+            if (done[i] >= NSTEP || (t + i) % 4 == 1) continue;
+            int k = 1 + (i * 2 + t) % 4;
+            if (k > NSTEP - done[i]) k = NSTEP - done[i];
+            for (int r = 0; r < k; r++) bt[R + r] = decode_tok(i, done[i] + r, V);
+            who[B] = i, bs[B] = seqs[i], n[B] = k, B++, R += k;
+        }
+        if (!B) continue;
+        if (ts_cpu_decode_multi(c, bs, n, bt, B, lg, &err)) {
+            CHECK(0, "%s: multi step %d (%d sequences, %d rows): %s", name, t, B, R, err.msg);
+            break;
+        }
+        msteps++, maxr = R > maxr ? R : maxr;
+        for (int b = 0, r = 0; b < B; b++)
+            for (int j = 0; j < n[b]; j++, r++, mrows++) {
+                int i = who[b];
+                if (memcmp(lg + (size_t)r * V, alone + ((size_t)i * NSTEP + done[i]) * V, sizeof(float) * (size_t)V)) {
+                    if (!mbad) fprintf(stderr, "  first difference: multi step %d, row %d of %d (seq %d)\n", t, r, R, i);
+                    mbad++;
+                }
+                done[i]++;
+            }
+    }
+    for (int i = 0; i < NS && ok; i++) CHECK(done[i] == NSTEP, "%s: multi: seq %d decoded %d of %d", name, i, done[i], NSTEP);
+    CHECK(bad == 0 && mbad == 0, "%s [%s]: decode run: %d of %d rows differ; multi: %d of %d differ", name,
+          ts_cpu_variant_name(v), bad, rows, mbad, mrows);
+    printf("  %-28s %-10s          runs: %d runs (1-5 kept rows, 0-2 rejected), %d rows; multi: %d steps, up to %d "
+           "rows, %d rows: all bit-identical\n",
+           name, ts_cpu_variant_name(v), runs, rows, msteps, maxr, mrows);
+    free(lg);
 }
 
 static void check_batch(const char *name, const ts_model *m, ts_cpu_variant v, unsigned disable) {
@@ -123,6 +198,7 @@ static void check_batch(const char *name, const ts_model *m, ts_cpu_variant v, u
           ts_cpu_variant_name(v), bad, rows);
     printf("  %-28s %-10s %s: %d steps, B up to %d, %d rows bit-identical to single decodes\n", name,
            ts_cpu_variant_name(v), disable ? "GEMV off" : "        ", steps, maxb, rows - bad);
+    check_runs(name, c, v, seqs, alone, V);
 free_seqs:
     for (int i = 0; i < NS; i++) ts_cpu_seq_free(seqs[i]);
 done:
@@ -222,6 +298,15 @@ static void check_errors(const ts_model *m) {
     ts_cpu_seq *full[2] = {s[0], small};
     expect_arg(ts_cpu_decode_batch(c, full, t, 2, lg, &err), &err, "full (2 of 2 positions)", "capacity exceeded");
     expect_arg(ts_cpu_forward_seq(c, small, two, 1, lg, 0, &err), &err, "2", "forward past capacity");
+    expect_arg(ts_cpu_decode_run(c, s[2], t, 5, lg, &err), &err, "full (0 of 4 positions): 5 more", "run past capacity");
+    expect_arg(ts_cpu_decode_run(c, s[2], t, TS_CPU_BATCH_MAX + 1, lg, &err), &err, "1 to 32", "run too long");
+    expect_arg(ts_cpu_decode_run(c, s[2], t, 0, lg, &err), &err, "0 tokens", "run of 0");
+    int nn[3] = {2, 0, 1};
+    expect_arg(ts_cpu_decode_multi(c, s + 2, nn, t, 3, lg, &err), &err, "0 tokens for sequence 1", "multi: 0 rows");
+    int nbig[2] = {2, TS_CPU_BATCH_MAX - 1};
+    expect_arg(ts_cpu_decode_multi(c, s + 2, nbig, t, 2, lg, &err), &err, "after 2 rows", "multi: too many rows");
+    CHECK(ts_cpu_seq_n_past(s[2]) == 0 && ts_cpu_seq_n_past(s[3]) == 0, "a refused run advanced a sequence");
+
     expect_arg(ts_cpu_seq_copy(s[0], small, 3, &err), &err, "the source holds 2", "copy more than the source");
     expect_arg(ts_cpu_seq_copy(s[1], s[2], 1, &err), &err, "the source holds 0", "copy from an empty source");
     CHECK(ts_cpu_forward_seq(c, s[0], two, 2, lg, 0, &err) == TS_OK && ts_cpu_forward_seq(c, s[1], two, 2, lg, 0, &err) == TS_OK, "%s", err.msg);
