@@ -12,7 +12,7 @@ BENCH_MODELS ?= llama-3.2-1b qwen3-0.6b
 BENCH_DIR ?= bench-models
 BENCH_ARGS ?= --prefill 128,512 --decode 128 --gen 16 --trials 5
 
-.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench bench-serve deploy-all clean
+.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench bench-serve bench-lookup deploy-all clean
 
 setup:
 	@bash scripts/setup.sh
@@ -84,6 +84,12 @@ bench: build
 		[ -f $(BENCH_DIR)/$$m/model.safetensors ] || $(BUILD)/tessera synth $$m $(BENCH_DIR)/$$m || exit 1; \
 		$(BUILD)/tessera bench $(BENCH_DIR)/$$m $(BENCH_ARGS) || exit 1; \
 	done
+
+# Prompt-lookup speculative decoding (scripts/bench_lookup.sh): tokens/s with and without it on
+# the synth qwen3-0.6b (full acceptance), acceptance on stories260K, one request through serve.
+bench-lookup: build
+	@mkdir -p $(BENCH_DIR)
+	bash scripts/bench_lookup.sh $(BUILD)/tessera $(BENCH_DIR)/qwen3-0.6b $(BUILD)/fixtures-shared/tokenizers/qwen3
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) demo deployments

@@ -32,7 +32,12 @@ const char *cli_session_flags_help(void) {
            "  --date YYYY-MM-DD    the date the template's strftime_now() sees (Llama-3.2's \"Today Date\"),\n"
            "                       for reproducible prompts; also YYYY-MM-DDTHH:MM:SS; default: the\n"
            "                       environment's TESSERA_DATE, else the local time at each turn\n"
-           "  --think | --no-think Qwen3's enable_thinking switch (default: template's)\n";
+           "  --think | --no-think Qwen3's enable_thinking switch (default: template's)\n"
+           "  --lookup N           prompt-lookup speculative decoding: up to N drafted tokens (copied from\n"
+           "                       where the last tokens occurred before) verified in one pass per step;\n"
+           "                       the output is exactly the output without it (default 0: off; serve 8)\n"
+           "  --lookup-ngram N     the longest suffix matched (default 3)\n"
+           "  --lookup-min N       the shortest suffix matched (default 2)\n";
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out) {
@@ -71,7 +76,7 @@ int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts
     static const char *const with_value[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p",
                                              "--repeat-penalty", "--seed", "--stop", "--threads",
                                              "--tokenizer", "--ctx", "--system", "--weights", "--quant",
-                                             "--chat-template", "--date"};
+                                             "--chat-template", "--date", "--lookup", "--lookup-ngram", "--lookup-min"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(f, with_value[k]);
     if (!known) return 0;
@@ -112,6 +117,15 @@ int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts
     } else if (!strcmp(f, "--ctx")) {
         bad = parse_long(v, 1, 1 << 24, &n), want = "an integer in [1, 16777216]";
         if (!bad) o->n_ctx = (int)n;
+    } else if (!strcmp(f, "--lookup")) {
+        bad = parse_long(v, 0, TS_GEN_LOOKUP_MAX, &n), want = "an integer in [0, 31]";
+        if (!bad) o->lookup = (int)n;
+    } else if (!strcmp(f, "--lookup-ngram")) {
+        bad = parse_long(v, 1, 64, &n), want = "an integer in [1, 64]";
+        if (!bad) o->lookup_ngram = (int)n;
+    } else if (!strcmp(f, "--lookup-min")) {
+        bad = parse_long(v, 1, 64, &n), want = "an integer in [1, 64]";
+        if (!bad) o->lookup_min = (int)n;
     } else if (!strcmp(f, "--tokenizer")) {
         o->tokenizer = v;
     } else if (!strcmp(f, "--system")) {

@@ -80,6 +80,10 @@ static int bench_batch(const char *dir, ts_model *m, const ts_measure_opts *mo, 
         for (int k = 0; k < nb; k++)
             printf("decode %2d sequences: %8.2f tok/s aggregate (sd %.2f), %7.2f per sequence, %.2fx one sequence\n", bs[k],
                    r[k].rate, r[k].rate_sd, r[k].rate / bs[k], r[k].rate / base);
+        for (int k = 0; k < nb; k++) { /* where a step's time goes, per dispatch (per decode step) */
+            printf("  profile per step, %d sequences:\n", bs[k]);
+            ts_measure_print_profile(stdout, r[k].profile);
+        }
     }
     for (int k = 0; k < nb; k++) ts_measurement_free(&r[k]);
     ts_model_close(m);

@@ -12,7 +12,8 @@
 static const char *k_usage = "tessera run MODEL_DIR|DEPLOY_DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
                              "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--chat [--system TEXT] [--think|--no-think]\n"
-                             "       [--chat-template FILE] [--date YYYY-MM-DD]] [--show-ids]";
+                             "       [--chat-template FILE] [--date YYYY-MM-DD]] [--show-ids]\n"
+                             "       [--lookup N [--lookup-ngram N] [--lookup-min N]]";
 
 static void print_piece(void *user, const char *text, size_t len) {
     (void)user;
@@ -58,6 +59,9 @@ void cli_print_speed(const ts_gen_result *r) {
     fprintf(stderr, "prompt: %d tokens, %.1f tok/s; generation: %d tokens, %.1f tok/s (stop: %s)\n",
             r->n_prompt, r->prompt_s > 0 ? r->n_prompt / r->prompt_s : 0.0, r->n_gen,
             r->gen_s > 0 ? r->n_gen / r->gen_s : 0.0, ts_gen_stop_name(r->stop));
+    if (r->n_drafted)
+        fprintf(stderr, "lookup: %d decode steps, %d tokens drafted, %d accepted (%.0f%%)\n", r->n_steps, r->n_drafted,
+                r->n_accepted, 100.0 * r->n_accepted / r->n_drafted);
 }
 
 int cmd_run(int argc, char **argv) {

@@ -13,13 +13,16 @@
 #include "runtime/session.h"
 #include "serve/http.h"
 
+#define TS_SERVE_LOOKUP_DEFAULT 8
+
 static const char *k_usage =
     "tessera serve MODEL_DIR|DEPLOY_DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
     "       [--ctx N] [--chat-template FILE] [--date YYYY-MM-DD] [--think|--no-think] [--max-queue N]\n"
     "       [--cache-mb N]\n"
     "       [--max-body BYTES] [--max-header BYTES] [--max-conn N] [--max-tokens-limit N] [--timeout S]\n"
     "       [--model-name NAME] [--threads N] [--weights mmap|copy] [--quant q8_0|q4_0] [--tokenizer PATH]\n"
-    "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--quiet]";
+    "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--lookup N] [--lookup-ngram N]\n"
+    "       [--lookup-min N] [--quiet]";
 
 static const char *k_help =
     "  --host ADDR            address to listen on (default 127.0.0.1: this machine only)\n"
@@ -39,6 +42,11 @@ static const char *k_help =
     "  --think | --no-think   enable_thinking for requests whose chat_template_kwargs lack it\n"
     "  --temp, --top-k, --top-p, --min-p, --repeat-penalty: sampling for requests that omit the field\n"
     "  --threads, --weights, --quant, --tokenizer, --chat-template, --date: as for tessera run\n"
+    "  --lookup N             prompt-lookup speculative decoding: up to N tokens per slot and step drafted from\n"
+    "                         the prompt and reply (where the last tokens occurred before) and verified in the\n"
+    "                         step's one pass; the text is exactly the text without it (default 8; 0: off)\n"
+    "  --lookup-ngram N       the longest suffix matched (default 3)\n"
+    "  --lookup-min N         the shortest suffix matched (default 2)\n"
     "  --quiet                no per-request log lines on stderr\n";
 
 static int parse_size(const char *flag, const char *v, long long lo, long long hi, long long *out) {
@@ -60,6 +68,7 @@ static const char *base_name(const char *p, char *buf, size_t n) {
 int cmd_serve(int argc, char **argv) {
     ts_session_opts o;
     ts_session_opts_default(&o);
+    o.lookup = -1; /* serve's default below */
     ts_server_opts so;
     ts_server_opts_default(&so);
     so.api_key = getenv("TESSERA_API_KEY");
@@ -130,6 +139,10 @@ int cmd_serve(int argc, char **argv) {
     char nb[4096];
     so.model_name = model_name ? model_name : base_name(o.model_dir, nb, sizeof nb);
     so.defaults = o.sample;
+    so.lookup = o.lookup < 0 ? TS_SERVE_LOOKUP_DEFAULT : o.lookup;
+    so.lookup_ngram = o.lookup_ngram;
+    so.lookup_min = o.lookup_min;
+    o.lookup = 0; /* the session's own generator is not the server's */
     so.enable_thinking = o.enable_thinking;
     so.log = quiet ? NULL : stderr;
 
@@ -157,8 +170,8 @@ int cmd_serve(int argc, char **argv) {
                         "(--chat-template FILE gives it one)\n");
     const char *h = so.host;
     int v6 = strchr(h, ':') != NULL;
-    fprintf(stderr, "tessera serve: model %s, %d sequence(s) of %d positions, %d threads\n", so.model_name,
-            ts_server_slots(srv), ts_session_n_ctx(s), ts_session_threads(s));
+    fprintf(stderr, "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, lookup %d\n",
+            so.model_name, ts_server_slots(srv), ts_session_n_ctx(s), ts_session_threads(s), so.lookup);
     fprintf(stderr, "tessera serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", h, v6 ? "]" : "",
             ts_server_port(srv));
     fflush(stderr);

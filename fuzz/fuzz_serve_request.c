@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const char *text = r.prompt ? r.prompt : r.n_stop ? r.stop[0] : "";
         size_t len = strlen(text);
         ts_api_meta m = {kind, "id-1", r.model ? r.model : "m", 1};
-        ts_api_usage u = {(int)len, 3};
+        ts_api_usage u = {(int)len, 3, 1};
         check_json(ts_api_response_json(&m, text, len, ts_api_finish_reason(r.stream), &u));
         check_json(ts_api_chunk_json(&m, text, len, 1, NULL, NULL, r.include_usage));
         check_json(ts_api_chunk_json(&m, "", 0, 0, "stop", NULL, 1));

@@ -4,13 +4,18 @@
  * be bit-identical to the same sequence decoded alone with ts_cpu_forward_seq: BF16, Q8_0 and
  * Q4_0 weights, every kernel variant this CPU has, synth models at real widths (one layer,
  * small vocabulary) and a tiny one whose K have 16- and 32-element tails. Also: a sequence
- * equals the session's own cache, copy / truncate of a prefix, and the argument errors. */
+ * equals the session's own cache, copy / truncate of a prefix, and the argument errors.
+ * ts_cpu_decode_run (k tokens of one sequence in one pass: speculative decoding's verify, with
+ * rejected drafts truncated away) and ts_cpu_decode_multi (several sequences, several rows
+ * each) must give the same bits row for row. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
 #include "model/quantize.h"
+#include "target/cpu/cpu_features.h"
 #include "target/cpu/cpu_target.h"
+#include "target/cpu/gemm.h"
 #include "tharness.h"
 
 #define NS 8     /* sequences */
@@ -49,6 +54,78 @@ static int decode_alone(ts_cpu *c, int i, int V, float *out) {
 static int active_at(int t, int i, const int *done) {
     int join = (i * 3) % 7;
     return t >= join && done[i] < NSTEP && ((t + i) % 5 != 3 || t % 3 == 0); /* t = 6: all 8 */
+}
+
+/* ts_cpu_decode_run and ts_cpu_decode_multi on the sequences check_batch left (truncated back to
+ * their prompts): each sequence's NSTEP tokens again, in runs of 1-5 rows followed by 0-2 wrong
+ * drafts that are truncated away (the next run overwrites their KV), then all sequences
+ * together in multi steps of 1-4 rows each (some left out, rotating order); every kept row
+ * memcmp-equal to the sequence's single decode. */
+static void check_runs(const char *name, ts_cpu *c, ts_cpu_variant v, ts_cpu_seq **seqs, const float *alone, int V) {
+    ts_error err;
+    float *lg = malloc(sizeof(float) * (size_t)TS_CPU_BATCH_MAX * V);
+    int bad = 0, rows = 0, runs = 0, mbad = 0, mrows = 0, msteps = 0, maxr = 0, ok = 1;
+    for (int i = 0; i < NS && ok; i++) {
+        int P = prompt_len(i);
+        ts_cpu_seq_truncate(seqs[i], P);
+        for (int k0 = 0, t = 0; k0 < NSTEP; t++) {
+            int k = 1 + (i + t * 3) % 5, junk = (i + t) % 3;
+            if (k > NSTEP - k0) k = NSTEP - k0;
+            int32_t bt[8];
+            for (int j = 0; j < k; j++) bt[j] = decode_tok(i, k0 + j, V);
+            for (int j = 0; j < junk; j++) bt[k + j] = (decode_tok(i, k0 + k + j, V) + 1 + j) % V; /* wrong drafts */
+            if (ts_cpu_decode_run(c, seqs[i], bt, k + junk, lg, &err) ||
+                ts_cpu_seq_n_past(seqs[i]) != P + k0 + k + junk) {
+                CHECK(0, "%s: decode run of %d: %s", name, k + junk, err.msg);
+                ok = 0;
+                break;
+            }
+            for (int j = 0; j < k; j++, rows++)
+                if (memcmp(lg + (size_t)j * V, alone + ((size_t)i * NSTEP + k0 + j) * V, sizeof(float) * (size_t)V)) {
+                    if (!bad) fprintf(stderr, "  first difference: seq %d, run %d of %d rows, row %d\n", i, t, k + junk, j);
+                    bad++;
+                }
+            ts_cpu_seq_truncate(seqs[i], P + k0 + k); /* the wrong drafts rejected */
+            k0 += k, runs++;
+        }
+    }
+    int done[NS] = {0};
+    for (int i = 0; i < NS; i++) ts_cpu_seq_truncate(seqs[i], prompt_len(i));
+    for (int t = 0; t < 64 && ok; t++) {
+        ts_cpu_seq *bs[NS];
+        int32_t bt[TS_CPU_BATCH_MAX];
+        int who[NS], n[NS], B = 0, R = 0;
+        for (int j = 0; j < NS; j++) {
+            int i = (j + t) % NS;
+            if (done[i] >= NSTEP || (t + i) % 4 == 1) continue;
+            int k = 1 + (i * 2 + t) % 4;
+            if (k > NSTEP - done[i]) k = NSTEP - done[i];
+            for (int r = 0; r < k; r++) bt[R + r] = decode_tok(i, done[i] + r, V);
+            who[B] = i, bs[B] = seqs[i], n[B] = k, B++, R += k;
+        }
+        if (!B) continue;
+        if (ts_cpu_decode_multi(c, bs, n, bt, B, lg, &err)) {
+            CHECK(0, "%s: multi step %d (%d sequences, %d rows): %s", name, t, B, R, err.msg);
+            break;
+        }
+        msteps++, maxr = R > maxr ? R : maxr;
+        for (int b = 0, r = 0; b < B; b++)
+            for (int j = 0; j < n[b]; j++, r++, mrows++) {
+                int i = who[b];
+                if (memcmp(lg + (size_t)r * V, alone + ((size_t)i * NSTEP + done[i]) * V, sizeof(float) * (size_t)V)) {
+                    if (!mbad) fprintf(stderr, "  first difference: multi step %d, row %d of %d (seq %d)\n", t, r, R, i);
+                    mbad++;
+                }
+                done[i]++;
+            }
+    }
+    for (int i = 0; i < NS && ok; i++) CHECK(done[i] == NSTEP, "%s: multi: seq %d decoded %d of %d", name, i, done[i], NSTEP);
+    CHECK(bad == 0 && mbad == 0, "%s [%s]: decode run: %d of %d rows differ; multi: %d of %d differ", name,
+          ts_cpu_variant_name(v), bad, rows, mbad, mrows);
+    printf("  %-28s %-10s          runs: %d runs (1-5 kept rows, 0-2 rejected), %d rows; multi: %d steps, up to %d "
+           "rows, %d rows: all bit-identical\n",
+           name, ts_cpu_variant_name(v), runs, rows, msteps, maxr, mrows);
+    free(lg);
 }
 
 static void check_batch(const char *name, const ts_model *m, ts_cpu_variant v, unsigned disable) {
@@ -121,6 +198,7 @@ static void check_batch(const char *name, const ts_model *m, ts_cpu_variant v, u
           ts_cpu_variant_name(v), bad, rows);
     printf("  %-28s %-10s %s: %d steps, B up to %d, %d rows bit-identical to single decodes\n", name,
            ts_cpu_variant_name(v), disable ? "GEMV off" : "        ", steps, maxb, rows - bad);
+    check_runs(name, c, v, seqs, alone, V);
 free_seqs:
     for (int i = 0; i < NS; i++) ts_cpu_seq_free(seqs[i]);
 done:
@@ -220,6 +298,15 @@ static void check_errors(const ts_model *m) {
     ts_cpu_seq *full[2] = {s[0], small};
     expect_arg(ts_cpu_decode_batch(c, full, t, 2, lg, &err), &err, "full (2 of 2 positions)", "capacity exceeded");
     expect_arg(ts_cpu_forward_seq(c, small, two, 1, lg, 0, &err), &err, "2", "forward past capacity");
+    expect_arg(ts_cpu_decode_run(c, s[2], t, 5, lg, &err), &err, "full (0 of 4 positions): 5 more", "run past capacity");
+    expect_arg(ts_cpu_decode_run(c, s[2], t, TS_CPU_BATCH_MAX + 1, lg, &err), &err, "1 to 32", "run too long");
+    expect_arg(ts_cpu_decode_run(c, s[2], t, 0, lg, &err), &err, "0 tokens", "run of 0");
+    int nn[3] = {2, 0, 1};
+    expect_arg(ts_cpu_decode_multi(c, s + 2, nn, t, 3, lg, &err), &err, "0 tokens for sequence 1", "multi: 0 rows");
+    int nbig[2] = {2, TS_CPU_BATCH_MAX - 1};
+    expect_arg(ts_cpu_decode_multi(c, s + 2, nbig, t, 2, lg, &err), &err, "after 2 rows", "multi: too many rows");
+    CHECK(ts_cpu_seq_n_past(s[2]) == 0 && ts_cpu_seq_n_past(s[3]) == 0, "a refused run advanced a sequence");
+
     expect_arg(ts_cpu_seq_copy(s[0], small, 3, &err), &err, "the source holds 2", "copy more than the source");
     expect_arg(ts_cpu_seq_copy(s[1], s[2], 1, &err), &err, "the source holds 0", "copy from an empty source");
     CHECK(ts_cpu_forward_seq(c, s[0], two, 2, lg, 0, &err) == TS_OK && ts_cpu_forward_seq(c, s[1], two, 2, lg, 0, &err) == TS_OK, "%s", err.msg);
@@ -241,6 +328,42 @@ done:
     ts_cpu_free(c), ts_cpu_free(c2);
 }
 
+/* The AVX-512 FP32 batch GEMV alone (register tiles of 3 W rows x 4 x rows, blocks of 24 W
+ * rows, two passes over K) against the one-row GEMV, row by row with memcmp: every S from 1
+ * to 10 (x-group tails), N with tile and block tails, column sub-ranges (thread splits), K
+ * with 64-position steps and 16-, 32- and 48-position tails. */
+static void check_f32_kernel(void) {
+    static const int Ks[] = {16, 32, 48, 64, 80, 96, 112, 304, 1024, 1040};
+    static const int Ns[] = {1, 2, 3, 4, 5, 7, 23, 24, 25, 49, 77};
+    int bad = 0, runs = 0;
+    for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+        int K = Ks[ki];
+        for (size_t ni = 0; ni < sizeof Ns / sizeof Ns[0]; ni++) {
+            int N = Ns[ni], S = 10;
+            uint16_t *W = malloc(sizeof(uint16_t) * (size_t)N * K);
+            float *x = malloc(sizeof(float) * (size_t)S * K), *y = malloc(sizeof(float) * (size_t)S * N),
+                  *y1 = malloc(sizeof(float) * (size_t)N);
+            for (size_t i = 0; i < (size_t)N * K; i++) W[i] = (uint16_t)(0x3c00 + (i * 2654435761u >> 20) % 0x900);
+            for (size_t i = 0; i < (size_t)S * K; i++) x[i] = (float)((i * 40503u) % 1999) / 999.0f - 1.0f;
+            for (int s = 1; s <= S; s++)
+                for (int split = 0; split < 2; split++) {
+                    int n0 = split && N > 2 ? 1 : 0, n1 = split && N > 2 ? N - 1 : N;
+                    memset(y, 0, sizeof(float) * (size_t)S * N);
+                    ts_cpu_gemv_batch_f32_avx512(y, N, x, K, W, K, s, n0, n1);
+                    for (int r = 0; r < s; r++) {
+                        ts_cpu_gemv_f32_avx512(y1, x + (size_t)r * K, W, K, n0, n1);
+                        bad += memcmp(y + (size_t)r * N + n0, y1 + n0, sizeof(float) * (size_t)(n1 - n0)) != 0;
+                        runs++;
+                    }
+                }
+            free(W), free(x), free(y), free(y1);
+        }
+    }
+    CHECK(bad == 0, "avx512 FP32 batch GEMV: %d of %d rows differ from the one-row GEMV", bad, runs);
+    printf("  avx512 FP32 batch GEMV: %d rows (S 1-10, N 1-77, K 16-1040, column splits) bit-identical to one-row\n",
+           runs);
+}
+
 int main(void) {
     /* real widths (one layer, 1000 tokens): qwen2.5-0.5b has K = 896 and 4864 (28 and 152
      * Q4_0 blocks: the 16-block groups and their tails), GQA 7:1 and biases; qwen3-0.6b
@@ -250,6 +373,7 @@ int main(void) {
         const char *preset;
         int layers, vocab;
     } models[] = {{"qwen2.5-0.5b", 1, 1000}, {"qwen3-0.6b", 1, 1000}, {"qwen2.5-0.5b-tiny", 0, 0}};
+    if (ts_cpu_variant_supported(TS_CPU_AVX512BF16)) check_f32_kernel();
     const char *tmp = th_tmpdir("cpu_batch");
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
         char dir[1200];

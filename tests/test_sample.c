@@ -297,6 +297,8 @@ static void gen_text(void *user, const char *t, size_t n) {
     }
 }
 
+static int g_lookup; /* --lookup of the next gen_once */
+
 /* One greedy run of the prompt from an empty cache; returns the result. */
 static ts_gen_result gen_once(ts_cpu *c, const ts_model *m, const ts_tok *t, int max_tokens,
                               int ctx, const int32_t *eos, int n_eos, const int32_t **toks,
@@ -307,7 +309,7 @@ static ts_gen_result gen_once(ts_cpu *c, const ts_model *m, const ts_tok *t, int
     ts_gen_result r;
     memset(&r, 0, sizeof r);
     if (!c) return r;
-    ts_gen_opts go = {max_tokens, ctx, {0, 0, 1, 0, 1, 0}, NULL, 0, eos, n_eos, gen_text, NULL};
+    ts_gen_opts go = {max_tokens, ctx, {0, 0, 1, 0, 1, 0}, NULL, 0, eos, n_eos, gen_text, NULL, g_lookup, 0, 0};
     ts_error err;
     int32_t prompt[3] = {9707, 11, 847}; /* "Hello, my" */
     ts_cpu_reset(c);
@@ -363,7 +365,33 @@ static void test_generate_stops(void) {
         r = gen_once(c, m, t, 100, 16, NULL, 0, &toks, &kept, &total);
         CHECK(r.stop == TS_GEN_STOP_CTX && kept == 14 && ts_cpu_n_past(c) == 16,
               "context full: stop %s, %d kept, n_past %d", ts_gen_stop_name(r.stop), kept, ts_cpu_n_past(c));
-        ts_gen_opts bad = {0, 16, {0, 0, 1, 0, 1, 0}, NULL, 0, NULL, 0, NULL, NULL};
+        /* prompt lookup: the same tokens, text, stop and cache in every case above (max
+         * tokens, EOS at once, EOS later, the context full), with drafts of 1 n-gram up */
+        struct {
+            int max, eos;
+        } cases[] = {{6, -1}, {6, first}, {6, third}, {100, -1}, {13, -1}};
+        int drafted = 0;
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            int32_t e = cases[k].eos, ref[128];
+            char ref_text[sizeof g_text];
+            g_lookup = 0;
+            ts_gen_result r0 = gen_once(c, m, t, cases[k].max, 16, e >= 0 ? &e : NULL, e >= 0, &toks, &kept, &total);
+            int kept0 = kept, total0 = total, past0 = ts_cpu_n_past(c);
+            memcpy(ref, toks, sizeof(int32_t) * (size_t)total);
+            memcpy(ref_text, g_text, g_text_len + 1);
+            g_lookup = 8;
+            ts_gen_result r1 = gen_once(c, m, t, cases[k].max, 16, e >= 0 ? &e : NULL, e >= 0, &toks, &kept, &total);
+            drafted += r1.n_drafted;
+            CHECK(r1.stop == r0.stop && kept == kept0 && total == total0 && ts_cpu_n_past(c) == past0 &&
+                      !memcmp(toks, ref, sizeof(int32_t) * (size_t)total) && !strcmp(g_text, ref_text) &&
+                      r1.n_accepted <= r1.n_drafted,
+                  "lookup case %zu: stop %s/%s, kept %d/%d, n_past %d/%d, text \"%s\" / \"%s\"", k,
+                  ts_gen_stop_name(r1.stop), ts_gen_stop_name(r0.stop), kept, kept0, ts_cpu_n_past(c), past0, g_text,
+                  ref_text);
+        }
+        g_lookup = 0;
+        printf("lookup: 5 generations identical with and without drafts (%d drafted)\n", drafted);
+        ts_gen_opts bad = {0, 16, {0, 0, 1, 0, 1, 0}, NULL, 0, NULL, 0, NULL, NULL, 0, 0, 0};
         ts_gen *g = NULL;
         CHECK(ts_gen_new(c, m, t, &bad, &g, &err) == TS_ERR_ARG && strstr(err.msg, "max tokens"),
               "max tokens 0: %s", err.msg);
@@ -376,6 +404,30 @@ static void test_generate_stops(void) {
     ts_cpu_free(c);
     ts_tok_free(t);
     ts_model_close(m);
+}
+
+/* ts_lookup_draft: the longest suffix first, the latest earlier occurrence followed by a whole
+ * draft, else the one followed by the most, the shortest n-gram honoured. */
+static void test_lookup_draft(void) {
+    int32_t out[16];
+    const int32_t a[] = {1, 2, 3, 4, 5, 1, 2, 3};
+    int n = ts_lookup_draft(a, 8, 1, 3, 4, out);
+    CHECK(n == 4 && out[0] == 4 && out[1] == 5 && out[2] == 1 && out[3] == 2, "3-gram: %d", n);
+    const int32_t b[] = {1, 2, 10, 11, 1, 2, 20, 21, 22, 1, 2};
+    n = ts_lookup_draft(b, 11, 1, 3, 2, out);
+    CHECK(n == 2 && out[0] == 20 && out[1] == 21, "latest whole: %d (%d)", n, out[0]);
+    n = ts_lookup_draft(b, 11, 1, 3, 6, out); /* the latest is followed by 5 only: the earlier one */
+    CHECK(n == 6 && out[0] == 10 && out[5] == 21, "an earlier whole: %d (%d)", n, out[0]);
+    n = ts_lookup_draft(b, 11, 1, 3, 10, out); /* none followed by 10: the one followed by the most */
+    CHECK(n == 9 && out[0] == 10 && out[8] == 2, "the most: %d (%d)", n, out[0]);
+    const int32_t c[] = {7, 7, 7, 7, 7};
+    n = ts_lookup_draft(c, 5, 1, 3, 8, out);
+    CHECK(n == 2 && out[0] == 7 && out[1] == 7, "loop: %d", n);
+    const int32_t d[] = {5, 9, 1, 2, 8, 9};
+    CHECK(ts_lookup_draft(d, 6, 2, 3, 4, out) == 0, "a 1-gram match under --lookup-min 2");
+    n = ts_lookup_draft(d, 6, 1, 3, 4, out);
+    CHECK(n == 4 && out[0] == 1 && out[3] == 9, "1-gram: %d", n);
+    CHECK(ts_lookup_draft(d, 6, 1, 3, 0, out) == 0 && ts_lookup_draft(d, 1, 1, 3, 4, out) == 0, "nothing to draft");
 }
 
 /* All-NaN, all -inf and +inf logits must give a valid id at once, whatever the options. */
@@ -413,5 +465,6 @@ int main(void) {
     test_bad_opts();
     test_stop_strings();
     test_generate_stops();
+    test_lookup_draft();
     return th_finish("test_sample");
 }

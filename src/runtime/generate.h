@@ -28,7 +28,20 @@ typedef struct ts_gen_opts {
     int n_extra_eos;
     ts_text_fn on_text; /* text pieces as they complete; may be NULL */
     void *user;
+    /* Prompt-lookup speculative decoding (ts_gen_draft below): at most this many drafted
+     * tokens verified per step (0: off; at most TS_GEN_LOOKUP_MAX), drafted from the longest
+     * suffix of lookup_ngram down to lookup_min tokens (0: TS_GEN_LOOKUP_NGRAM, _MIN) that
+     * occurred before. */
+    int lookup;
+    int lookup_ngram;
+    int lookup_min;
 } ts_gen_opts;
+
+#define TS_GEN_LOOKUP_MAX (TS_CPU_BATCH_MAX - 1)
+#define TS_GEN_LOOKUP_NGRAM 3
+/* A one-token match drafts often and is rarely right: on this machine a verify row costs about
+ * a third of a decode step (docs/serve.md), so the default wants two. */
+#define TS_GEN_LOOKUP_MIN 2
 
 typedef struct ts_gen_result {
     int n_prompt;    /* tokens prefilled by this run */
@@ -36,6 +49,8 @@ typedef struct ts_gen_result {
     double prompt_s; /* prefill wall time */
     double gen_s;    /* wall time from the end of prefill to the end of the run */
     ts_gen_stop stop;
+    int n_steps;     /* decode forward passes after the prefill */
+    int n_drafted, n_accepted; /* prompt lookup: tokens drafted and verified, and accepted */
 } ts_gen_result;
 
 typedef struct ts_gen ts_gen;
@@ -70,5 +85,29 @@ void ts_gen_begin(ts_gen *g, const int32_t *prompt, int n);
 ts_status ts_gen_next(ts_gen *g, float *logits, int n_past, int32_t *id, int *done, ts_gen_stop *why,
                       ts_error *err);
 ts_gen_stop ts_gen_end(ts_gen *g, ts_gen_stop why);
+
+/* ---- prompt-lookup speculative decoding ----
+ * Draft tokens come from the text itself: the longest suffix (ngram_max down to ngram_min
+ * tokens) of ctx[0..n) that also occurs earlier in ctx; the tokens that followed its latest
+ * earlier occurrence (up to max_draft) go into out. Returns how many (0: no match). */
+int ts_lookup_draft(const int32_t *ctx, int n, int ngram_min, int ngram_max, int max_draft, int32_t *out);
+/* The draft after the generator's context (the prompt given to ts_gen_begin, then every token
+ * sampled; the last one is the token about to be appended), at most min(max_draft, the
+ * current draft length, the tokens max_tokens still allows after the next one). The draft
+ * length starts at the options' lookup, becomes what the last verify accepted
+ * (at least 1) after a rejection and doubles (up to lookup) after a draft accepted whole. 0
+ * when lookup is off. */
+int ts_gen_draft(ts_gen *g, int max_draft, int32_t *out);
+/* The verify step: the sequence got k = 1 + n_draft rows in one pass (ts_cpu_decode_run: the
+ * token about to be appended, then draft[0..n_draft)); logits (k, n_vocab), row j exactly the
+ * logits a single decode of that row's token would give. Row j goes through ts_gen_next (with
+ * n_past0 + j + 1 positions, n_past0 the positions before the pass) while the previous row's
+ * sampled token equals the token row j was given: the same calls, on the same logits, that
+ * plain decoding makes, so the output (text, stops, sampler state) is plain decoding's, for
+ * greedy and seeded sampling alike. *n_used: rows consumed (accepted drafts + 1): the sequence
+ * keeps n_past0 + *n_used positions (truncate the rest); *id, *done, *why as ts_gen_next for
+ * the last row consumed. */
+ts_status ts_gen_next_run(ts_gen *g, float *logits, const int32_t *draft, int n_draft, int n_past0, int32_t *id,
+                          int *n_used, int *done, ts_gen_stop *why, ts_error *err);
 
 #endif

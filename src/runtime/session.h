@@ -26,6 +26,9 @@ typedef struct ts_session_opts {
     const ts_cpu_tile_rec *tiles; /* a deployment's autotuned tiles (borrowed), or NULL */
     int n_tiles;
     int copy_weights; /* --weights: 1 copy, 0 mmap, -1 unset (a deployment's choice, else mmap) */
+    int lookup;       /* --lookup: drafted tokens verified per decode step (prompt lookup); 0: off */
+    int lookup_ngram; /* --lookup-ngram: longest suffix matched (0: TS_GEN_LOOKUP_NGRAM) */
+    int lookup_min;   /* --lookup-min: shortest suffix matched (0: TS_GEN_LOOKUP_MIN) */
     int quant;        /* --quant: TS_DTYPE_Q8_0 / TS_DTYPE_Q4_0 (weight matrices quantized at load,
                        * model/quantize.h), or -1 to run the weights as stored */
     /* Said once per reply when the context caps it below max_tokens: how many tokens it can

@@ -87,6 +87,7 @@ typedef struct conn_ctx {
     int inflight;  /* counted in ts_server.inflight */
     double t0;
     int n_prompt, n_gen, n_cached;
+    int n_drafted, n_accepted;
     char method[8];
 } conn_ctx;
 
@@ -236,6 +237,8 @@ static void request_done(conn_ctx *cc, const ts_sreq_result *res) {
     cc->n_prompt = res->n_prompt;
     cc->n_gen = res->n_gen;
     cc->n_cached = res->n_cached;
+    cc->n_drafted = res->n_drafted;
+    cc->n_accepted = res->n_accepted;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -567,10 +570,14 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     if (cc->inflight && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) status = 499; /* the client left */
     if (status) {
         ts_smetrics_request(s->metrics, k_routes[cc->route].path[0] ? k_routes[cc->route].path : "other", status);
-        if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || status >= 400)
-            logf_(s, "tessera serve: %s %s %d, %d prompt (%d cached) + %d generated tokens, %.3f s", cc->method,
+        if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || status >= 400) {
+            char look[64] = "";
+            if (cc->n_drafted)
+                snprintf(look, sizeof look, " (lookup: %d of %d drafted accepted)", cc->n_accepted, cc->n_drafted);
+            logf_(s, "tessera serve: %s %s %d, %d prompt (%d cached) + %d generated tokens, %.3f s%s", cc->method,
                   k_routes[cc->route].path[0] ? k_routes[cc->route].path : "(other)", status, cc->n_prompt,
-                  cc->n_cached, cc->n_gen, ts_now_s() - cc->t0);
+                  cc->n_cached, cc->n_gen, ts_now_s() - cc->t0, look);
+        }
     }
     if (cc->inflight) {
         pthread_mutex_lock(&s->mu);
@@ -627,7 +634,8 @@ ts_status ts_server_start(ts_session *sess, const ts_server_opts *o, ts_server *
             int32_t id = ts_tok_token_id(s->tok, eot, strlen(eot));
             if (id >= 0) eos[n_eos++] = id;
         }
-        ts_sched_opts so = {o->parallel, o->max_queue, s->n_ctx, (uint64_t)o->cache_mb << 20};
+        ts_sched_opts so = {o->parallel,     o->max_queue,     s->n_ctx, o->lookup, o->lookup_ngram,
+                            o->lookup_min, (uint64_t)o->cache_mb << 20};
         st = ts_sched_new(ts_session_cpu(sess), ts_session_model(sess), s->tok, eos, n_eos, &so, s->metrics, &s->sched,
                           err);
     }

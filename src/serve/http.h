@@ -16,6 +16,9 @@ typedef struct ts_server_opts {
     const char *api_key;    /* NULL: no key; else "Authorization: Bearer KEY" on /v1/ and /metrics */
     const char *model_name; /* the id /v1/models lists and responses carry */
     int parallel;           /* sequences generating together */
+    int lookup;             /* prompt-lookup drafts per slot and step (0: off) */
+    int lookup_ngram;       /* longest suffix matched (0: the default) */
+    int lookup_min;         /* shortest suffix matched (0: the default) */
     int max_queue;          /* requests waiting beyond those (503 past it) */
     size_t max_body;        /* bytes of a request body (413 past it) */
     size_t max_header;      /* bytes of the request line and headers (libmicrohttpd answers 431) */

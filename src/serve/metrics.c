@@ -31,6 +31,7 @@ struct ts_smetrics {
     int n_req;
     uint64_t prompt_tokens, generated_tokens, prefix_hits, prefix_tokens, cache_bytes;
     int cache_entries;
+    uint64_t lookup_verifies, lookup_drafted, lookup_accepted;
     int queued, active, slots;
     hist ttft, rate;
 };
@@ -68,6 +69,14 @@ void ts_smetrics_tokens(ts_smetrics *m, int prompt, int generated) {
     pthread_mutex_lock(&m->mu);
     m->prompt_tokens += (uint64_t)prompt;
     m->generated_tokens += (uint64_t)generated;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ts_smetrics_lookup(ts_smetrics *m, int verifies, int drafted, int accepted) {
+    pthread_mutex_lock(&m->mu);
+    m->lookup_verifies += (uint64_t)verifies;
+    m->lookup_drafted += (uint64_t)drafted;
+    m->lookup_accepted += (uint64_t)accepted;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -199,6 +208,15 @@ char *ts_smetrics_render(ts_smetrics *m, size_t *len) {
     put(&b, "# HELP tessera_prefix_cache_bytes Bytes of KV the prefix cache holds (bounded by --cache-mb).\n"
             "# TYPE tessera_prefix_cache_bytes gauge\ntessera_prefix_cache_bytes %llu\n",
         (unsigned long long)m->cache_bytes);
+    put(&b, "# HELP tessera_lookup_verify_steps_total Decode steps of a request that verified drafted tokens "
+            "(prompt lookup).\n# TYPE tessera_lookup_verify_steps_total counter\ntessera_lookup_verify_steps_total %llu\n",
+        (unsigned long long)m->lookup_verifies);
+    put(&b, "# HELP tessera_lookup_draft_tokens_total Tokens drafted by prompt lookup and verified.\n"
+            "# TYPE tessera_lookup_draft_tokens_total counter\ntessera_lookup_draft_tokens_total %llu\n",
+        (unsigned long long)m->lookup_drafted);
+    put(&b, "# HELP tessera_lookup_accepted_tokens_total Drafted tokens accepted (each one a decode step saved).\n"
+            "# TYPE tessera_lookup_accepted_tokens_total counter\ntessera_lookup_accepted_tokens_total %llu\n",
+        (unsigned long long)m->lookup_accepted);
     pthread_mutex_unlock(&m->mu);
     if (b.oom) {
         free(b.p);

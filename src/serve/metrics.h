@@ -20,6 +20,8 @@ void ts_smetrics_decode_rate(ts_smetrics *m, double tokens_per_s);
 void ts_smetrics_prefix_hit(ts_smetrics *m, int tokens_reused);
 /* What the prefix cache holds now: prompts kept and the bytes of their KV. */
 void ts_smetrics_prefix_cache(ts_smetrics *m, int entries, uint64_t bytes);
+/* Prompt lookup, per decode step: slots that verified drafts, tokens drafted, tokens accepted. */
+void ts_smetrics_lookup(ts_smetrics *m, int verifies, int drafted, int accepted);
 /* Gauges, set by the scheduler. */
 void ts_smetrics_set_queue(ts_smetrics *m, int queued, int active, int slots);
 void ts_smetrics_get_queue(ts_smetrics *m, int *queued, int *active);

@@ -14,7 +14,15 @@
  * split-invariant (tests/test_cpu_prefix.c): a position's KV and the last position's logits do
  * not depend on where the calls to ts_cpu_forward_seq were cut, as long as no piece is a single
  * token (that runs the decode arithmetic); so at least 2 prompt tokens are always prefilled,
- * and generated positions (decode arithmetic) are never kept. */
+ * and generated positions (decode arithmetic) are never kept.
+ *
+ * Prompt lookup (opts.lookup > 0): the step is one ts_cpu_decode_multi whose rows are, per
+ * generating slot, its next token and then the tokens ts_gen_draft copies from where the
+ * context's last tokens occurred before (up to the step's TS_CPU_BATCH_MAX rows, every slot
+ * keeping at least its one row); ts_gen_next_run consumes each slot's rows while the drafts
+ * match what it samples, and the slot's sequence is truncated back to the rows consumed. Row
+ * j of a slot is bit-identical to its j-th single decode and is consumed only when its input
+ * is the token plain decoding would have fed, so the text is plain decoding's. */
 #include "serve/sched.h"
 
 #include <pthread.h>
@@ -49,6 +57,7 @@ typedef struct slot {
     ts_cpu_seq *seq;
     ts_sreq *r; /* NULL: free */
     int32_t next; /* sampled, to be appended next step */
+    int n_drafted, n_accepted; /* prompt lookup, this request */
     int prefilled;
     double t_first;
 } slot;
@@ -73,10 +82,12 @@ struct ts_sched {
     slot *slots;
     int n_slots;
     /* the step's buffers (scheduler thread only) */
-    float *logits; /* (n_slots, n_vocab) */
+    int rows_max; /* rows a step may have: ts_cpu_batch_max */
+    float *logits; /* (max(n_slots, rows_max), n_vocab) */
     ts_cpu_seq **bseqs;
-    int32_t *btok;
-    int *bslot;
+    int32_t *btok; /* (max(n_slots, rows_max)) the step's rows: per slot its next token, then drafts */
+    int *bslot, *bn, *bp0; /* per slot in the step: which, rows, positions before the step */
+    int rot; /* the slot that drafts first this step (rotates: fairness when rows run short) */
     /* the prefix cache (scheduler thread only) */
     struct centry *cache;
     int n_cache, cache_cap;
@@ -232,8 +243,18 @@ ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_er
         /* `tessera run`'s cap: the last token sampled is never fed back, so a prompt of P
          * tokens leaves room for n_ctx - P + 1 of them. */
         int room = s->o.n_ctx - p->n_prompt + 1;
-        ts_gen_opts go = {p->max_tokens < room ? p->max_tokens : room, s->o.n_ctx, p->sample, p->stop, p->n_stop,
-                          s->eos, s->n_eos, on_text, r};
+        ts_gen_opts go = {p->max_tokens < room ? p->max_tokens : room,
+                          s->o.n_ctx,
+                          p->sample,
+                          p->stop,
+                          p->n_stop,
+                          s->eos,
+                          s->n_eos,
+                          on_text,
+                          r,
+                          s->o.lookup,
+                          s->o.lookup_ngram,
+                          s->o.lookup_min};
         st = ts_gen_new(NULL, s->m, s->tok, &go, &r->gen, err);
     }
     if (st) {
@@ -345,6 +366,8 @@ static void finish(ts_sched *s, slot *sl, ts_gen_stop why, const ts_status *st, 
     ts_cpu_seq_truncate(sl->seq, 0);
     pthread_mutex_lock(&s->mu);
     r->res.n_gen = n_kept;
+    r->res.n_drafted = sl->n_drafted;
+    r->res.n_accepted = sl->n_accepted;
     r->res.by_length = why == TS_GEN_STOP_MAX || why == TS_GEN_STOP_CTX;
     if (st && *st) {
         r->res.failed = 1;
@@ -390,6 +413,7 @@ static void *sched_main(void *arg) {
             s->n_queued--;
             s->slots[i].r = r;
             s->slots[i].prefilled = 0;
+            s->slots[i].n_drafted = s->slots[i].n_accepted = 0;
             s->n_active++;
         }
         ts_smetrics_set_queue(s->metrics, s->n_queued, s->n_active, s->n_slots);
@@ -428,28 +452,44 @@ static void *sched_main(void *arg) {
             if (st || done) finish(s, sl, why, &st, &err);
         }
 
-        /* One decode step over every generating slot. */
-        int B = 0;
-        for (int i = 0; i < s->n_slots; i++) {
+        /* One decode step over every generating slot: its next token, and with lookup the
+         * drafts that fit (each slot after it keeps room for its one row). */
+        int B = 0, R = 0, n_gen = 0;
+        for (int i = 0; i < s->n_slots; i++) n_gen += s->slots[i].r && s->slots[i].prefilled;
+        for (int k = 0; k < s->n_slots && R < s->rows_max; k++) {
+            int i = (s->rot + k) % s->n_slots;
             slot *sl = &s->slots[i];
             if (!sl->r || !sl->prefilled) continue;
+            int p0 = ts_cpu_seq_n_past(sl->seq), room = s->rows_max - R - n_gen--;
+            if (room > s->o.n_ctx - p0 - 1) room = s->o.n_ctx - p0 - 1; /* the drafts' positions fit the cache */
+            s->btok[R] = sl->next;
+            int d = room > 0 ? ts_gen_draft(sl->r->gen, room, s->btok + R + 1) : 0;
             s->bseqs[B] = sl->seq;
-            s->btok[B] = sl->next;
             s->bslot[B] = i;
-            B++;
+            s->bn[B] = 1 + d;
+            s->bp0[B] = p0;
+            B++, R += 1 + d;
         }
+        s->rot = (s->rot + 1) % s->n_slots;
         if (!B) continue;
-        ts_status st = ts_cpu_decode_batch(s->cpu, s->bseqs, s->btok, B, s->logits, &err);
-        for (int b = 0; b < B; b++) {
+        ts_status st = ts_cpu_decode_multi(s->cpu, s->bseqs, s->bn, s->btok, B, s->logits, &err);
+        int drafted = 0, accepted = 0, verifies = 0;
+        for (int b = 0, r = 0; b < B; r += s->bn[b], b++) {
             slot *sl = &s->slots[s->bslot[b]];
-            int done = 1;
+            int done = 1, used = 1, d = s->bn[b] - 1;
             ts_gen_stop why = TS_GEN_STOP_EOS;
             ts_status st2 = st;
             if (!st2)
-                st2 = ts_gen_next(sl->r->gen, s->logits + (size_t)b * (size_t)s->n_vocab, ts_cpu_seq_n_past(sl->seq),
-                                  &sl->next, &done, &why, &err);
+                st2 = ts_gen_next_run(sl->r->gen, s->logits + (size_t)r * (size_t)s->n_vocab, s->btok + r + 1, d,
+                                      s->bp0[b], &sl->next, &used, &done, &why, &err);
+            if (!st && d) {
+                ts_cpu_seq_truncate(sl->seq, s->bp0[b] + used); /* the rejected drafts' rows */
+                drafted += d, accepted += used - 1, verifies++;
+                sl->n_drafted += d, sl->n_accepted += used - 1;
+            }
             if (st2 || done) finish(s, sl, why, &st2, &err);
         }
+        if (verifies) ts_smetrics_lookup(s->metrics, verifies, drafted, accepted);
     }
     return NULL;
 }
@@ -457,9 +497,10 @@ static void *sched_main(void *arg) {
 ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int32_t *eos, int n_eos,
                        const ts_sched_opts *o, ts_smetrics *metrics, ts_sched **out, ts_error *err) {
     *out = NULL;
-    if (o->parallel < 1 || o->max_queue < 0 || o->n_ctx < 1)
-        return ts_fail(err, TS_ERR_ARG, "serve: parallel %d, queue %d, context %d: expected >= 1, >= 0, >= 1",
-                       o->parallel, o->max_queue, o->n_ctx);
+    if (o->parallel < 1 || o->max_queue < 0 || o->n_ctx < 1 || o->lookup < 0 || o->lookup > TS_GEN_LOOKUP_MAX)
+        return ts_fail(err, TS_ERR_ARG,
+                       "serve: parallel %d, queue %d, context %d, lookup %d: expected >= 1, >= 0, >= 1, 0..%d",
+                       o->parallel, o->max_queue, o->n_ctx, o->lookup, TS_GEN_LOOKUP_MAX);
     ts_sched *s = calloc(1, sizeof *s);
     if (!s) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     s->cpu = c;
@@ -489,12 +530,16 @@ ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int3
                  o->n_ctx);
         st = ts_mem_check(&kv, what, err);
     }
+    s->rows_max = ts_cpu_batch_max(c);
+    size_t rows = (size_t)(s->n_slots > s->rows_max ? s->n_slots : s->rows_max);
     s->slots = calloc((size_t)s->n_slots, sizeof *s->slots);
-    s->logits = malloc(sizeof(float) * (size_t)s->n_slots * (size_t)s->n_vocab);
+    s->logits = malloc(sizeof(float) * rows * (size_t)s->n_vocab);
     s->bseqs = calloc((size_t)s->n_slots, sizeof *s->bseqs);
-    s->btok = calloc((size_t)s->n_slots, sizeof *s->btok);
+    s->btok = calloc(rows, sizeof *s->btok);
     s->bslot = calloc((size_t)s->n_slots, sizeof *s->bslot);
-    if (!st && (!s->slots || !s->logits || !s->bseqs || !s->btok || !s->bslot))
+    s->bn = calloc((size_t)s->n_slots, sizeof *s->bn);
+    s->bp0 = calloc((size_t)s->n_slots, sizeof *s->bp0);
+    if (!st && (!s->slots || !s->logits || !s->bseqs || !s->btok || !s->bslot || !s->bn || !s->bp0))
         st = ts_fail(err, TS_ERR_NOMEM, "out of memory");
     for (int i = 0; !st && i < s->n_slots; i++) st = ts_cpu_seq_new(c, o->n_ctx, &s->slots[i].seq, err);
     if (!st && pthread_create(&s->th, NULL, sched_main, s)) st = ts_fail(err, TS_ERR_NOMEM, "serve: no thread");
@@ -536,6 +581,8 @@ void ts_sched_free(ts_sched *s) {
     free(s->bslot);
     while (s->n_cache) centry_drop(s, s->n_cache - 1);
     free(s->cache);
+    free(s->bn);
+    free(s->bp0);
     pthread_cond_destroy(&s->work);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);

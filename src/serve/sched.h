@@ -4,7 +4,10 @@
  * decode step over every generating slot, samples each slot's next token with its own seeded
  * sampler, and streams the text to the request (runtime/generate.h drives sampling, EOS, stop
  * strings and limits, exactly as `tessera run` does). A cancelled request (its client went
- * away) leaves its slot at the next step. */
+ * away) leaves its slot at the next step. With lookup, a slot whose recent tokens occurred
+ * before in its prompt or reply also gets drafted tokens: its rows in the same step are its
+ * next token then the drafts (ts_cpu_decode_multi), the accepted ones are those plain decoding
+ * would have produced (ts_gen_next_run), and the rejected rows are truncated away. */
 #ifndef TS_SERVE_SCHED_H
 #define TS_SERVE_SCHED_H
 #include <stddef.h>
@@ -20,6 +23,9 @@ typedef struct ts_sched_opts {
     int parallel;  /* slots: sequences generating together */
     int max_queue; /* requests waiting for a slot beyond those; more are refused */
     int n_ctx;     /* positions per slot (the cpu session's max_seq) */
+    int lookup;       /* prompt-lookup speculative decoding: drafted tokens per slot and step (0: off) */
+    int lookup_ngram; /* longest suffix matched (0: TS_GEN_LOOKUP_NGRAM) */
+    int lookup_min;   /* shortest suffix matched (0: TS_GEN_LOOKUP_MIN) */
     uint64_t cache_bytes; /* the prefix cache's bound (KV of kept prompts); 0: no cache */
 } ts_sched_opts;
 
@@ -66,6 +72,7 @@ void ts_sreq_release(ts_sreq *r);
 typedef struct ts_sreq_result {
     int n_prompt, n_gen;
     int n_cached; /* prompt tokens whose KV came from the prefix cache */
+    int n_drafted, n_accepted; /* prompt lookup: tokens drafted and verified, and accepted */
     int by_length; /* max_tokens or the context ended it (finish_reason "length") */
     int failed;    /* the target failed (message in error) */
     char error[TS_ERROR_LEN];

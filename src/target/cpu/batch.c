@@ -4,7 +4,9 @@
  * sequences as one pass of B rows: each GEMM reads its weights once for all B rows (decode is
  * bound by that read), while RoPE, the KV store and attention use each row's own position and
  * cache. Every row goes through the S = 1 decode arithmetic (the batch GEMVs, gemm.h), so a
- * sequence's logits do not depend on what else is in the batch. */
+ * sequence's logits do not depend on what else is in the batch. ts_cpu_decode_run appends k
+ * consecutive tokens of one sequence the same way (k rows, each the decode arithmetic at its own
+ * position): the verify step of prompt-lookup speculative decoding. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,48 +96,80 @@ ts_status ts_cpu_forward_seq(ts_cpu *c, ts_cpu_seq *s, const int32_t *tokens, in
 
 int ts_cpu_batch_max(const ts_cpu *c) { return c->chunk < CPU_BATCH_MAX ? c->chunk : CPU_BATCH_MAX; }
 
-ts_status ts_cpu_decode_batch(ts_cpu *c, ts_cpu_seq *const *seqs, const int32_t *tokens, int B, float *logits,
-                              ts_error *err) {
+/* The one pass behind ts_cpu_decode_batch, _run and _multi: sequence b appends n[b] tokens
+ * (n NULL: one each), rows in order. Row r of sequence b sits at position n_past + j of its
+ * own cache: the KV store (in the pass's first dispatch of each layer) writes every row before
+ * the attention dispatch reads any, and each row's decode attention covers the positions up
+ * to its own, so j > 0 rows see the earlier rows of the same step exactly as successive single
+ * decodes would. */
+static ts_status decode_rows(ts_cpu *c, ts_cpu_seq *const *seqs, const int *n, const int32_t *tokens, int B,
+                             float *logits, const char *what, ts_error *err) {
     const ts_config *cf = c->c;
-    int bmax = ts_cpu_batch_max(c);
+    int bmax = ts_cpu_batch_max(c), R = 0;
     if (B < 1 || B > bmax)
         return ts_fail(err, TS_ERR_ARG,
-                       "cpu decode batch: %d sequences, this session takes 1 to %d in one step (at most %d, and at "
+                       "cpu decode %s: %d sequences, this session takes 1 to %d in one step (at most %d, and at "
                        "most its prefill chunk of %d rows)",
-                       B, bmax, CPU_BATCH_MAX, c->chunk);
+                       what, B, bmax, CPU_BATCH_MAX, c->chunk);
     for (int b = 0; b < B; b++) {
         const ts_cpu_seq *s = seqs[b];
+        int k = n ? n[b] : 1;
         if (!s || s->c != c)
-            return ts_fail(err, TS_ERR_ARG, "cpu decode batch: sequence %d is %s", b,
+            return ts_fail(err, TS_ERR_ARG, "cpu decode %s: sequence %d is %s", what, b,
                            s ? "from another session" : "NULL");
         for (int j = 0; j < b; j++)
             if (seqs[j] == s)
-                return ts_fail(err, TS_ERR_ARG, "cpu decode batch: sequences %d and %d are the same sequence", j, b);
-        if (s->n_past >= s->cap)
-            return ts_fail(err, TS_ERR_ARG, "cpu decode batch: sequence %d is full (%d of %d positions)", b,
-                           s->n_past, s->cap);
-        if (tokens[b] < 0 || tokens[b] >= cf->n_vocab)
-            return ts_fail(err, TS_ERR_ARG, "cpu decode batch: token %d of sequence %d is outside the vocabulary [0, %d)",
-                           tokens[b], b, cf->n_vocab);
+                return ts_fail(err, TS_ERR_ARG, "cpu decode %s: sequences %d and %d are the same sequence", what, j, b);
+        if (k < 1 || k > bmax - R)
+            return ts_fail(err, TS_ERR_ARG,
+                           "cpu decode %s: %d tokens for sequence %d, after %d rows: a step takes 1 to %d rows in all",
+                           what, k, b, R, bmax);
+        if (s->n_past + k > s->cap)
+            return ts_fail(err, TS_ERR_ARG, "cpu decode %s: sequence %d is full (%d of %d positions): %d more do not fit",
+                           what, b, s->n_past, s->cap, k);
+        for (int j = 0; j < k; j++)
+            if (tokens[R + j] < 0 || tokens[R + j] >= cf->n_vocab)
+                return ts_fail(err, TS_ERR_ARG,
+                               "cpu decode %s: token %d of sequence %d is outside the vocabulary [0, %d)", what,
+                               tokens[R + j], b, cf->n_vocab);
+        R += k;
     }
     int H = cf->n_embd;
-    c->batch = B;
-    for (int b = 0; b < B; b++) {
-        c->row_kv[b] = seqs[b];
-        c->row_pos[b] = seqs[b]->n_past;
-        ts_cpu_embed_row(c, tokens[b], c->x + (size_t)b * H);
-    }
-    ts_cpu_set_rows(c, B, 0);
+    c->batch = R;
+    for (int b = 0, r = 0; b < B; b++)
+        for (int j = 0; j < (n ? n[b] : 1); j++, r++) {
+            c->row_kv[r] = seqs[b];
+            c->row_pos[r] = seqs[b]->n_past + j;
+            ts_cpu_embed_row(c, tokens[r], c->x + (size_t)r * H);
+        }
+    ts_cpu_set_rows(c, R, 0);
     for (int l = 0; l < cf->n_layers; l++) {
         c->layer = l;
         ts_cpu_run_layer(c);
     }
-    /* every row needs its logits: all B rows through the LM head, straight into the output */
-    c->lg_row0 = 0, c->lg_rows = B, c->lg_out = logits;
+    /* every row needs its logits: all R rows through the LM head, straight into the output */
+    c->lg_row0 = 0, c->lg_rows = R, c->lg_out = logits;
     ts_cpu_dispatch(c, ts_cpu_lm_head, CPU_PROF_LM_HEAD);
     c->batch = 0;
-    for (int b = 0; b < B; b++) seqs[b]->n_past++;
+    for (int b = 0; b < B; b++) seqs[b]->n_past += n ? n[b] : 1;
     return TS_OK;
+}
+
+ts_status ts_cpu_decode_batch(ts_cpu *c, ts_cpu_seq *const *seqs, const int32_t *tokens, int B, float *logits,
+                              ts_error *err) {
+    return decode_rows(c, seqs, NULL, tokens, B, logits, "batch", err);
+}
+
+ts_status ts_cpu_decode_run(ts_cpu *c, ts_cpu_seq *s, const int32_t *tokens, int k, float *logits, ts_error *err) {
+    if (k < 1 || k > ts_cpu_batch_max(c))
+        return ts_fail(err, TS_ERR_ARG, "cpu decode run: %d tokens, this session takes 1 to %d in one step", k,
+                       ts_cpu_batch_max(c));
+    return decode_rows(c, &s, &k, tokens, 1, logits, "run", err);
+}
+
+ts_status ts_cpu_decode_multi(ts_cpu *c, ts_cpu_seq *const *seqs, const int *n, const int32_t *tokens, int B,
+                              float *logits, ts_error *err) {
+    return decode_rows(c, seqs, n, tokens, B, logits, "multi", err);
 }
 
 /* ---- The batch GEMVs of each variant (gemm.h; kernels in gemm_avx2.c, gemm_avx512.c,

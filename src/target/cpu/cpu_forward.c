@@ -360,6 +360,7 @@ void ts_cpu_free(ts_cpu *c) {
 
 void ts_cpu_reset(ts_cpu *c) { c->self.n_past = 0; }
 void ts_cpu_truncate(ts_cpu *c, int n) { ts_cpu_seq_truncate(&c->self, n); }
+ts_cpu_seq *ts_cpu_own_seq(ts_cpu *c) { return &c->self; }
 int ts_cpu_dispatches_per_layer(const ts_cpu *c) {
     if (!(c->disable & TS_OPT_FUSED)) return 3;
     return TS_N_STEPS - (c->c->qk_norm ? 0 : 1);

@@ -77,7 +77,8 @@ ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err
 void ts_cpu_seq_free(ts_cpu_seq *s);
 int ts_cpu_seq_n_past(const ts_cpu_seq *s);
 int ts_cpu_seq_capacity(const ts_cpu_seq *s);
-/* Keeps the first n positions (n <= n_past): a prefix cache reuses what two prompts share. */
+/* Keeps the first n positions (n <= n_past): a prefix cache reuses what two prompts share, and
+ * speculative decoding drops the rows of rejected drafts (ts_cpu_decode_run). */
 void ts_cpu_seq_truncate(ts_cpu_seq *s, int n);
 /* dst's first n positions := src's (n <= src's n_past and <= dst's capacity); dst's n_past = n. */
 ts_status ts_cpu_seq_copy(ts_cpu_seq *dst, const ts_cpu_seq *src, int n, ts_error *err);
@@ -92,7 +93,23 @@ ts_status ts_cpu_forward_seq(ts_cpu *c, ts_cpu_seq *s, const int32_t *tokens, in
  * else is being served. */
 ts_status ts_cpu_decode_batch(ts_cpu *c, ts_cpu_seq *const *seqs, const int32_t *tokens, int B, float *logits,
                               ts_error *err);
-/* The most sequences one ts_cpu_decode_batch takes: TS_CPU_BATCH_MAX, or fewer on a session
+/* k consecutive tokens of ONE sequence in one pass (verifying drafted tokens: prompt-lookup
+ * speculative decoding): tokens[0..k) are appended to s at positions n_past..n_past+k-1;
+ * logits (k, n_vocab). Each weight matrix is read once for the k rows, and row i is
+ * bit-identical to the i-th of k successive ts_cpu_forward_seq(c, s, &tokens[i], 1) calls
+ * (the decode kernels' arithmetic per row, as ts_cpu_decode_batch; row i attends over
+ * positions <= its own, the KV of every row being written before any row's attention). s
+ * advances by k: to reject drafts, ts_cpu_seq_truncate back to the rows kept (the KV of a
+ * kept row depends only on the tokens up to it). 1 <= k <= ts_cpu_batch_max(c), n_past + k <=
+ * capacity; errors as ts_cpu_decode_batch (TS_ERR_ARG, nothing run, nothing advanced). */
+ts_status ts_cpu_decode_run(ts_cpu *c, ts_cpu_seq *s, const int32_t *tokens, int k, float *logits, ts_error *err);
+/* Both at once: sequence b (all distinct) appends n[b] >= 1 consecutive tokens, the rows of
+ * all sequences in order in tokens and logits (sum n[b] rows, <= ts_cpu_batch_max(c)); row
+ * j of sequence b is bit-identical to its j-th successive single decode. A server verifies
+ * one slot's drafts while the other slots take their ordinary step. */
+ts_status ts_cpu_decode_multi(ts_cpu *c, ts_cpu_seq *const *seqs, const int *n, const int32_t *tokens, int B,
+                              float *logits, ts_error *err);
+/* The most rows one ts_cpu_decode_batch / _run / _multi step takes: TS_CPU_BATCH_MAX, or fewer on a session
  * whose prefill chunk (min(max_seq, TS_CPU_PREFILL_CHUNK)) is smaller, since the batch's rows
  * live in the chunk's activation buffers. More rows would gain little: at 32 rows a decode
  * step's GEMVs are no longer bound by reading the weights. */
@@ -105,6 +122,9 @@ ts_status ts_cpu_layer(ts_cpu *c, int layer, float *x, int n, int pos0, ts_error
 /* Keeps the first n positions of the KV cache (n <= n_past): benchmarks rerun decode from
  * the same context. */
 void ts_cpu_truncate(ts_cpu *c, int n);
+/* The session's own KV cache as a sequence (what ts_cpu_forward appends to), for
+ * ts_cpu_decode_run on it (tessera run --lookup). Not to be freed. */
+ts_cpu_seq *ts_cpu_own_seq(ts_cpu *c);
 
 /* One step of one layer alone on the named buffers of st (plan/steps.h), with the same
  * contract as ts_ref_step: the diagnosis hands it the oracle's inputs. S <= the chunk. */

@@ -88,7 +88,8 @@ void ts_cpu_gemm_q_decode_batch(float *y, int ldy, const float *xp, int ldx, con
     void *heap = NULL;
     if (S > TS_GEMM_BATCH_MAX) return; /* the session never asks for more (cpu_target.h) */
     if ((size_t)S * (size_t)K > QX_BATCH_STACK) {
-        heap = malloc((sizeof(int16_t) + sizeof(float) / TS_QBLOCK) * (size_t)S * (size_t)K + 64);
+        /* the codes, then one scale per block of every row */
+        heap = malloc(sizeof(int16_t) * (size_t)S * (size_t)K + sizeof(float) * (size_t)S * (size_t)(K / TS_QBLOCK));
         if (!heap) return; /* as ts_cpu_gemm_q_decode */
         q = heap, d = (float *)(q + (size_t)S * K);
     }

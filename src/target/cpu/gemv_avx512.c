@@ -38,6 +38,12 @@ static int x_regroup(float *x32, const float *xp, int K) {
     return K32;
 }
 
+/* A value the compiler must keep in a register: without this GCC folds the load into every
+ * instruction that uses it (vfmadd231ps zmm, zmm, m512), so a tile's x vector, shared by
+ * three W rows, was loaded three times and each W chunk twice (shift, mask): 30 loads per 24
+ * FMAs, one zmm load per cycle, the loads bound the tile at about 65% of the FMA rate. */
+#define IN_REG(v) __asm__("" : "+v"(v))
+
 static inline __m512 even_f32(__m512i w) { return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)); }
 static inline __m512 odd_f32(__m512i w) {
     return _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32((int)0xffff0000u)));
@@ -105,22 +111,141 @@ void ts_cpu_gemv_f32_avx512(float *y, const float *xp, const uint16_t *W, int K,
     free(heap);
 }
 
-static void rows_dot_1(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 1); }
-static void rows_dot_2(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 2); }
-static void rows_dot_3(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 3); }
-static void rows_dot_4(float *o, const float *x, size_t ldx, const uint16_t *w, int K) { rows_dot(o, x, ldx, w, K, 4); }
-static void (*const k_rows_dot[5])(float *, const float *, size_t, const uint16_t *, int) = {
-    0, rows_dot_1, rows_dot_2, rows_dot_3, rows_dot_4};
+/* The batch kernel's register tile: R W rows x G x rows, each (W row, x row) pair with exactly
+ * rows_dot's four accumulators and their operations in the same order. rows_dot reads a
+ * 128-byte step of W into lanes 0-1 (its first 64 bytes) and 2-3 (its second); the four
+ * chains are independent, so the tile runs them in two passes over K: pass 0 the lanes 0-1
+ * (and the masked tail, which only feeds those two), pass 1 the lanes 2-3, each lane seeing
+ * the same FMAs in the same order as alone. Per 64 bytes of W then only two accumulators per
+ * pair are live: 3 x 4 pairs fit the 32 registers (24 accumulators, 6 widened W vectors, one
+ * x vector), and every x vector loaded serves R = 3 W rows. With one W row per pass (the
+ * old batch loop) each FMA needed its own x load, and the x rows of a batch (8 x K floats)
+ * no longer fit L1 next to the W stream: the loads, not the FMAs, bound it.
+ * a0 + a1 is formed after pass 0, a2 + a3 after pass 1, and the result is
+ * reduce(add(a0 + a1, a2 + a3)): rows_dot's final sum, term for term. */
+static inline __attribute__((always_inline)) void tile_dot(float *y, size_t ldy, const float *x32, size_t ldx,
+                                                           const uint16_t *W, size_t ldw, int K, int R, int G,
+                                                           size_t pf) {
+    __m512 s01[3][4];
+    {
+        __m512 a[3][4][2];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) a[r][g][0] = a[r][g][1] = _mm512_setzero_ps();
+        int b = 0;
+        for (; b + 64 <= K; b += 64) {
+            __m512 e[3], o[3];
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) {
+                const uint16_t *w = W + (size_t)r * ldw + b;
+                if (pf) { /* both lines of the 128 B, in the next tile's rows */
+                    _mm_prefetch((const char *)(w + pf), _MM_HINT_T1);
+                    _mm_prefetch((const char *)(w + pf) + 64, _MM_HINT_T1);
+                }
+                __m512i w0 = _mm512_loadu_si512(w);
+                IN_REG(w0);
+                e[r] = even_f32(w0), o[r] = odd_f32(w0);
+            }
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                const float *x = x32 + (size_t)g * ldx + b;
+                __m512 x0 = _mm512_load_ps(x);
+                IN_REG(x0);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
+                __m512 x1 = _mm512_load_ps(x + 16);
+                IN_REG(x1);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
+            }
+        }
+        for (; b < K; b += 32) { /* 32 or 16 positions left (K % 16 == 0); x32 is zero past K */
+            __m512 e[3], o[3];
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) {
+                __m512i w0 = _mm512_maskz_loadu_epi16(K - b >= 32 ? 0xffffffffu : 0xffffu, W + (size_t)r * ldw + b);
+                IN_REG(w0);
+                e[r] = even_f32(w0), o[r] = odd_f32(w0);
+            }
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) {
+                const float *x = x32 + (size_t)g * ldx + b;
+                __m512 x0 = _mm512_load_ps(x);
+                IN_REG(x0);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
+                __m512 x1 = _mm512_load_ps(x + 16);
+                IN_REG(x1);
+#pragma GCC unroll 3
+                for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
+            }
+        }
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+            for (int g = 0; g < G; g++) s01[r][g] = _mm512_add_ps(a[r][g][0], a[r][g][1]);
+    }
+    __m512 a[3][4][2];
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) a[r][g][0] = a[r][g][1] = _mm512_setzero_ps();
+    for (int b = 0; b + 64 <= K; b += 64) { /* pass 1: the second 64 bytes of each step, from cache */
+        __m512 e[3], o[3];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) {
+            __m512i w1 = _mm512_loadu_si512(W + (size_t)r * ldw + b + 32);
+            IN_REG(w1);
+            e[r] = even_f32(w1), o[r] = odd_f32(w1);
+        }
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++) {
+            const float *x = x32 + (size_t)g * ldx + b + 32;
+            __m512 x0 = _mm512_load_ps(x);
+            IN_REG(x0);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
+            __m512 x1 = _mm512_load_ps(x + 16);
+            IN_REG(x1);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 4
+        for (int g = 0; g < G; g++)
+            y[(size_t)g * ldy + r] =
+                _mm512_reduce_add_ps(_mm512_add_ps(s01[r][g], _mm512_add_ps(a[r][g][0], a[r][g][1])));
+}
+
+#define TILE_FN(R, G)                                                                                            \
+    static void tile_##R##_##G(float *y, size_t ldy, const float *x, size_t ldx, const uint16_t *W, int K,         \
+                               size_t pf) {                                                                      \
+        tile_dot(y, ldy, x, ldx, W, (size_t)K, K, R, G, pf);                                                     \
+    }
+TILE_FN(1, 1) TILE_FN(1, 2) TILE_FN(1, 3) TILE_FN(1, 4)
+TILE_FN(2, 1) TILE_FN(2, 2) TILE_FN(2, 3) TILE_FN(2, 4)
+TILE_FN(3, 1) TILE_FN(3, 2) TILE_FN(3, 3) TILE_FN(3, 4)
+static void (*const k_tile[4][5])(float *, size_t, const float *, size_t, const uint16_t *, int, size_t) = {
+    {0}, {0, tile_1_1, tile_1_2, tile_1_3, tile_1_4}, {0, tile_2_1, tile_2_2, tile_2_3, tile_2_4},
+    {0, tile_3_1, tile_3_2, tile_3_3, tile_3_4}};
 
 /* Batched decode, FP32 GEMV: S rows of x regrouped once (on the stack up to BATCH_STACK
- * floats, else one allocation per call), then for each W row the rows in groups of up to 4
- * (16 accumulators): the W row is read from memory once and from L1 for the next groups. */
+ * floats, else one allocation per call); one row alone runs the S = 1 GEMV's loop (rows_dot,
+ * one W row at a time: bound by the W stream), several run tile_dot over tiles of 3 W rows x
+ * 4 x rows: the W rows are read from memory once, for the later x groups from cache. */
 #define BATCH_STACK 65536 /* 256 KiB: e.g. 8 rows of K = 8192 */
+#define TILE_NB 8         /* tiles (of 3 W rows) per block */
+#define TILE_AHEAD 4      /* tiles of W prefetched ahead, into L2 */
 void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
                                   int n0, int n1) {
-    size_t K32 = (size_t)((K + 31) & ~31);
+    /* rows one cache line more than K apart: rows a multiple of 4 KiB apart would all fall in
+     * the same L1 sets (K = 1024, 2048, 3072, ...) and evict each other */
+    size_t K32 = (size_t)((K + 31) & ~31) + 16;
     float sx[BATCH_STACK] __attribute__((aligned(64)));
-    float *x32 = sx, *heap = NULL, out[4];
+    float *x32 = sx, *heap = NULL;
     if ((size_t)S * K32 > BATCH_STACK) {
         heap = aligned_alloc(64, sizeof(float) * (size_t)S * K32);
         if (!heap) { /* the rows one by one, as their single decodes */
@@ -130,12 +255,23 @@ void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, c
         x32 = heap;
     }
     for (int s = 0; s < S; s++) x_regroup(x32 + (size_t)s * K32, xp + (size_t)s * ldx, K);
-    for (int n = n0; n < n1; n++) {
-        const uint16_t *w = W + (size_t)n * K;
-        for (int s = 0; s < S; s += 4) {
-            int G = S - s < 4 ? S - s : 4;
-            k_rows_dot[G](out, x32 + (size_t)s * K32, K32, w, K);
-            for (int g = 0; g < G; g++) y[(size_t)(s + g) * ldy + n] = out[g];
+    if (S == 1) {
+        for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K);
+    } else {
+        /* Blocks of TILE_NB tiles (24 W rows): each x group runs over the whole block, so its
+         * rows (16 KiB at K = 1024) stay in L1 across the block's tiles while the block's W
+         * rows, streamed from memory by the first group, stay in L2 for the others. */
+        for (int nb = n0; nb < n1; nb += 3 * TILE_NB) {
+            int ne = n1 - nb < 3 * TILE_NB ? n1 : nb + 3 * TILE_NB;
+            for (int s = 0; s < S; s += 4) {
+                int G = S - s < 4 ? S - s : 4;
+                for (int n = nb; n < ne; n += 3) {
+                    int R = ne - n < 3 ? ne - n : 3;
+                    /* the first group reads W from memory: prefetched into L2 TILE_AHEAD tiles on */
+                    k_tile[R][G](y + (size_t)s * ldy + n, (size_t)ldy, x32 + (size_t)s * K32, K32, W + (size_t)n * K,
+                                 K, s ? 0 : (size_t)(3 * TILE_AHEAD) * K);
+                }
+            }
         }
     }
     free(heap);
