@@ -38,3 +38,24 @@ finish() {
     echo "$NAME: $pass passed, $fail failed"
     [ "$fail" -eq 0 ]
 }
+
+# serve_start LOG MODEL ARGS...: starts `tessera serve MODEL --port 0 ARGS` in the background
+# (stderr to LOG), waits for its "listening on" line and sets PORT and SPID (also appended to
+# the caller's PIDS array, which it kills at exit). A server that does not come up fails the test.
+serve_start() {
+    local log=$1 model=$2
+    shift 2
+    "$BIN" serve "$model" --port 0 "$@" 2>"$log" &
+    SPID=$!
+    PIDS+=("$SPID")
+    PORT=
+    for _ in $(seq 100); do
+        PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$log")
+        [ -n "$PORT" ] && return 0
+        kill -0 "$SPID" 2>/dev/null || break
+        sleep 0.1
+    done
+    bad "server did not start: $(cat "$log")"
+    finish
+    exit 1
+}

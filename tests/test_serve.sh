@@ -19,23 +19,7 @@ trap cleanup EXIT
 
 # start_server LOG ARGS...: starts `tessera serve M --port 0 ARGS`, waits for its "listening on"
 # line and sets PORT and SPID.
-start_server() {
-    local log=$1
-    shift
-    "$BIN" serve "$M" --port 0 --threads 2 "$@" 2>"$log" &
-    SPID=$!
-    PIDS+=("$SPID")
-    PORT=
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$log")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$SPID" 2>/dev/null || break
-        sleep 0.1
-    done
-    bad "server did not start: $(cat "$log")"
-    finish
-    exit 1
-}
+start_server() { serve_start "$1" "$M" --threads 2 "${@:2}"; }
 
 start_server "$TMP/s1.log" --parallel 4 --ctx 2048 --api-key "$KEY" --max-body 65536 --max-tokens-limit 2000 --date 2026-03-14
 URL=http://127.0.0.1:$PORT

@@ -17,23 +17,7 @@ cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
 trap cleanup EXIT
 
 # start_server LOG ARGS...: as in test_serve.sh; sets PORT and SPID.
-start_server() {
-    local log=$1
-    shift
-    "$BIN" serve "$M" --port 0 --threads 2 --ctx 2048 --date 2026-03-14 "$@" 2>"$log" &
-    SPID=$!
-    PIDS+=("$SPID")
-    PORT=
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$log")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$SPID" 2>/dev/null || break
-        sleep 0.1
-    done
-    bad "server did not start: $(cat "$log")"
-    finish
-    exit 1
-}
+start_server() { serve_start "$1" "$M" --threads 2 --ctx 2048 --date 2026-03-14 "${@:2}"; }
 
 # converse PORT OUT: two conversations of 4 turns, interleaved (each turn sends the history back
 # with the replies so far), then two completions, the second extending the first's prompt;

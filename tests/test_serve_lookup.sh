@@ -17,23 +17,7 @@ cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
 trap cleanup EXIT
 
 # start_server LOG MODEL ARGS...: sets PORT and SPID
-start_server() {
-    local log=$1 model=$2
-    shift 2
-    "$BIN" serve "$model" --port 0 --threads 2 "$@" 2>"$log" &
-    SPID=$!
-    PIDS+=("$SPID")
-    PORT=
-    for _ in $(seq 100); do
-        PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$log")
-        [ -n "$PORT" ] && return 0
-        kill -0 "$SPID" 2>/dev/null || break
-        sleep 0.1
-    done
-    bad "server did not start: $(cat "$log")"
-    finish
-    exit 1
-}
+start_server() { serve_start "$1" "$2" --threads 2 "${@:3}"; }
 
 # send PORT REQS OUT: every request of the JSON list REQS ({"path", "body"}) at once, one
 # thread each; OUT: a JSON list of [text, finish_reason, usage] in the same order
