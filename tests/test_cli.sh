@@ -61,7 +61,11 @@ expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q
 relcmp "$TMP/h.bin" "$G/hidden_2.bin" 12 1e-4 "qwen2_bias hidden states" && ok || bad "hidden states differ from HF golden"
 
 # phase 0 against HF goldens passes; a corrupted golden makes the gate fail with exit 8
-expect 0 "phase 0: PASS" -- "$BIN" deploy "$FIX/hf/llama_gqa_rope3" --out "$TMP/dep2"
+# One thread: phase 7 re-measures this deployment's speed claims in a fresh process, and a tiny
+# model's microsecond decode steps on two threads swing 2-3x between processes with the pool's
+# wake-ups (measured this session: 24k-62k tok/s back to back; one thread 38k-50k), as
+# test_deploy.sh explains for its own deployments. Two CI runs failed here on exactly that.
+expect 0 "phase 0: PASS" -- "$BIN" deploy "$FIX/hf/llama_gqa_rope3" --out "$TMP/dep2" --threads 1
 python3 - "$TMP/dep2" <<'PY' && ok || bad "an HF-compared deployment does not record phase 0 PASS / all gates passed"
 import json, sys
 d = sys.argv[1]
