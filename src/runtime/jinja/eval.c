@@ -714,31 +714,18 @@ static int eval(ev *e, const jnode *n, jv *out) {
 
 /* ---- statements ----------------------------------------------------------------------------- */
 
-/* The items a for loop walks: a list's items, a dict's keys, a string's characters. */
-static int iter_items(ev *e, jv v, jlist **out) {
-    static jlist empty = {0, 0, NULL};
-    jv l;
-    switch (v.k) {
-    case JV_UNDEF: *out = &empty; return 0;
-    case JV_LIST: *out = v.u.l; return 0;
-    case JV_DICT:
-        if (jv_list(e->c, v.u.d->n, v.u.d->keys, 0, &l)) return -1;
-        *out = l.u.l;
-        return 0;
-    case JV_STR: {
-        const jstr *s = v.u.s;
-        if (jv_list(e->c, s->nchars, NULL, 0, &l)) return -1;
-        for (size_t i = 0, off = 0; i < s->nchars; i++) {
-            size_t end = off + 1;
-            while (end < s->len && ((unsigned char)s->s[end] & 0xc0) == 0x80) end++;
-            if (jv_str(e->c, s->s + off, end - off, &l.u.l->items[i])) return -1;
-            off = end;
-        }
-        *out = l.u.l;
-        return 0;
-    }
-    default: return jfail(e->c, "'%s' object is not iterable", jv_type_name(v));
-    }
+/* The items a for loop (or an unpacking) walks, as builtins' jb_iter gives them: a list's
+ * items, a dict's keys, a string's characters, nothing for undefined. */
+static int iter_items(ev *e, const char *who, jv v, jlist **out) {
+    const jv *items;
+    size_t n;
+    if (jb_iter(e->c, who, v, &items, &n) < 0) return -1;
+    jlist *l = jalloc(e->c, sizeof *l);
+    if (!l) return -1;
+    l->n = n;
+    l->items = (jv *)items; /* read only here: loops and unpacking never write into it */
+    *out = l;
+    return 0;
 }
 
 static int assign(ev *e, const jnode *target, jv v) {
@@ -758,7 +745,7 @@ static int assign(ev *e, const jnode *target, jv v) {
     jlist *items;
     at(e, target);
     if (v.k == JV_UNDEF) return undefined_error(e, v);
-    if (iter_items(e, v, &items)) return -1;
+    if (iter_items(e, "unpacking", v, &items)) return -1;
     if ((int)items->n != target->nargs)
         return (int)items->n > target->nargs
                    ? jfail(e->c, "too many values to unpack (expected %d)", target->nargs)
@@ -773,7 +760,7 @@ static int exec_for(ev *e, const jnode *n) {
     jlist *items;
     if (eval(e, n->a, &seq)) return -1;
     at(e, n->a);
-    if (iter_items(e, seq, &items)) return -1;
+    if (iter_items(e, "for", seq, &items)) return -1;
     scope *saved = e->sc, *s;
     if (new_scope(e, saved, &s)) return -1;
     e->sc = s;
