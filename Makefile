@@ -12,7 +12,7 @@ BENCH_MODELS ?= llama-3.2-1b qwen3-0.6b
 BENCH_DIR ?= bench-models
 BENCH_ARGS ?= --prefill 128,512 --decode 128 --gen 16 --trials 5
 
-.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench bench-serve bench-lookup deploy-all clean
+.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench bench-serve bench-serve-sbs bench-lookup deploy-all clean
 
 setup:
 	@bash scripts/setup.sh
@@ -87,6 +87,16 @@ bench: build
 
 # Prompt-lookup speculative decoding (scripts/bench_lookup.sh): tokens/s with and without it on
 # the synth qwen3-0.6b (full acceptance), acceptance on stories260K, one request through serve.
+# tessera serve and llama.cpp's llama-server side by side on one GGUF file under the same
+# concurrent load (scripts/bench_serve_sbs.sh: requests/s, p50/p99 time to first token).
+# llama.cpp is built outside the repository: LLAMA_SERVER=/path/to/build/bin/llama-server,
+# SBS_MODEL=FILE.gguf (e.g. the BF16 GGUF convert_hf_to_gguf.py makes of bench-models/qwen3-0.6b).
+LLAMA_SERVER ?=
+SBS_MODEL ?=
+SBS_ARGS ?=
+bench-serve-sbs: build
+	bash scripts/bench_serve_sbs.sh --bin $(BUILD)/tessera --model "$(SBS_MODEL)" --llama-server "$(LLAMA_SERVER)" $(SBS_ARGS)
+
 bench-lookup: build
 	@mkdir -p $(BENCH_DIR)
 	bash scripts/bench_lookup.sh $(BUILD)/tessera $(BENCH_DIR)/qwen3-0.6b $(BUILD)/fixtures-shared/tokenizers/qwen3
