@@ -2,7 +2,7 @@
 # Decode side by side on one machine: tessera (AVX-512 FP32 GEMV from the mmap and copied to
 # huge pages, the vdpbf16ps x3 GEMV, the AVX2 variant) and llama.cpp's llama-bench on the same
 # BF16 weights, 2 threads, in rotating order, each run started when the other processes use
-# under 20% of the cores. Results: one JSON per run in OUT, a log with the load and the steal
+# under 20% of the cores (ARMS chooses the arms). Results: one JSON per run in OUT, a log with the load and the steal
 # ticks during each run; tools/sbs_summary.py OUT prints tok/s, GB/s against the read peak and
 # the ratios. Usage: TESSERA=build/tessera LLAMA_BENCH=.../llama-bench ROUNDS=3 \
 #   tools/sbs_decode.sh OUT MODEL_DIR:MODEL.gguf [MODEL_DIR:MODEL.gguf ...]
@@ -28,16 +28,21 @@ run() { # ARM DIR GGUF FILE
     f32copy) TESSERA_AVX512_DECODE=f32 "${tb[@]}" --copy-weights >"$f" 2>/dev/null ;;
     bf16x3) TESSERA_AVX512_DECODE=bf16 "${tb[@]}" >"$f" 2>/dev/null ;;
     avx2) TESSERA_CPU_VARIANT=avx2+fma "${tb[@]}" >"$f" 2>/dev/null ;;
+    auto) "${tb[@]}" >"$f" 2>/dev/null ;;
+    copy) "${tb[@]}" --copy-weights >"$f" 2>/dev/null ;;
     llama) "$LB" -m "$gguf" -t 2 -p 0 -n 32 -r 3 -o json >"$f" 2>/dev/null ;;
     esac
     echo "$(date +%T) done $arm steal $(($(awk 'NR==1{print $9}' /proc/stat) - st0)) ticks" >>"$OUT/log"
 }
-ARMS=(f32 bf16x3 avx2 llama f32copy)
+# ARMS="auto copy llama" (the variant and kernels the CPUID and the per-core probes pick, from
+# the mmap and copied) suits quantized files, where the FP32/BF16 GEMV choice does not apply.
+read -r -a ARMS <<<"${ARMS:-f32 bf16x3 avx2 llama f32copy}"
+NA=${#ARMS[@]}
 for r in $(seq 1 "$ROUNDS"); do
     for pair in "$@"; do
         dir=${pair%%:*} gguf=${pair#*:} name=$(basename "$dir")
-        for i in 0 1 2 3 4; do
-            a=${ARMS[$(((i + r) % 5))]}
+        for i in $(seq 0 $((NA - 1))); do
+            a=${ARMS[$(((i + r) % NA))]}
             run "$a" "$dir" "$gguf" "r$r-$name-$a.json"
         done
     done

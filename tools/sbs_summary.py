@@ -4,7 +4,7 @@ bench's bytes per token x tok/s, the same weights for llama.cpp) against the bes
 the round's tessera runs probed, and the ratios against llama.cpp."""
 import glob, json, re, sys
 
-ARMS = ["f32", "f32copy", "bf16x3", "avx2", "llama"]
+ARMS = ["f32", "f32copy", "bf16x3", "avx2", "auto", "copy", "llama"]
 for d in sys.argv[1:]:
     rows = {}
     for f in sorted(glob.glob(d + "/r*-*.json")):
@@ -29,5 +29,5 @@ for d in sys.argv[1:]:
                 g = v[k]["t"] * b / 1e9
                 s += f" {k} {v[k]['t']:6.2f} tok/s {g:5.1f} GB/s ({g / pk:.2f}{' OVER' if g > pk else ''})"
         if "llama" in v:
-            s += " | /llama: " + " ".join(f"{k} {v[k]['t'] / v['llama']['t']:.2f}" for k in ARMS[:4] if k in v)
+            s += " | /llama: " + " ".join(f"{k} {v[k]['t'] / v['llama']['t']:.2f}" for k in ARMS if k in v and k != "llama")
         print(s)
