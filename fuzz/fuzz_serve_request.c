@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         if (kind == TS_API_CHAT && (!r.messages || !json_is_array(r.messages))) abort();
         if (kind == TS_API_COMPLETION && !r.prompt) abort();
-        if (r.n_stop < 0 || r.n_stop > TS_API_MAX_STOP || r.max_tokens < 0 || r.max_tokens > 4096) abort();
+        if (r.n_stop < 0 || r.n_stop > TS_API_MAX_STOP || r.max_tokens < -1 || r.max_tokens > 4096 || (r.max_tokens == 0 && !r.echo)) abort();
         for (int i = 0; i < r.n_stop; i++)
             if (!r.stop[i] || !r.stop[i][0]) abort();
         /* the builders over text that may hold any bytes (a prompt, a stop string) */
@@ -44,12 +44,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t len = strlen(text);
         ts_api_meta m = {kind, "id-1", r.model ? r.model : "m", 1};
         ts_api_usage u = {(int)len, 3, 1};
-        check_json(ts_api_response_json(&m, text, len, ts_api_finish_reason(r.stream), &u));
-        check_json(ts_api_chunk_json(&m, text, len, 1, NULL, NULL, r.include_usage));
-        check_json(ts_api_chunk_json(&m, "", 0, 0, "stop", NULL, 1));
-        check_json(ts_api_chunk_json(&m, NULL, 0, 0, NULL, &u, 1));
+        check_json(ts_api_response_json(&m, text, len, ts_api_finish_reason(r.stream), &u, NULL));
+        check_json(ts_api_chunk_json(&m, text, len, 1, NULL, NULL, r.include_usage, NULL));
+        check_json(ts_api_chunk_json(&m, "", 0, 0, "stop", NULL, 1, NULL));
+        check_json(ts_api_chunk_json(&m, NULL, 0, 0, NULL, &u, 1, NULL));
         /* raw bytes of the input as generated text (invalid UTF-8 must be repaired, not sent) */
-        check_json(ts_api_chunk_json(&m, (const char *)data, size < 256 ? size : 256, 0, NULL, NULL, 0));
+        check_json(ts_api_chunk_json(&m, (const char *)data, size < 256 ? size : 256, 0, NULL, NULL, 0, NULL));
         ts_api_request_free(&r);
     }
     return 0;
