@@ -2,13 +2,16 @@
  * alike: malformed JSON, wrong types, huge or negative numbers, odd stop lists), then, when a
  * body is accepted, every response builder over the text it carries. A refusal must be a 400
  * with a message and an error body that is valid JSON; an accepted request must have its
- * required fields; no input may crash, leak or produce invalid JSON. */
+ * required fields; no input may crash, leak or produce invalid JSON. The input is also a model's
+ * reply to the tool-call parser in every format: the content it leaves is at most the reply,
+ * the streaming hold-back within it, and the calls' JSON valid. */
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "serve/api.h"
+#include "serve/toolcall.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -51,6 +54,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* raw bytes of the input as generated text (invalid UTF-8 must be repaired, not sent) */
         check_json(ts_api_chunk_json(&m, (const char *)data, size < 256 ? size : 256, 0, NULL, NULL, 0, NULL));
         ts_api_request_free(&r);
+    }
+    for (int f = TS_TOOLCALL_NONE; f <= TS_TOOLCALL_MISTRAL; f++) {
+        ts_toolcalls t;
+        if (ts_toolcall_parse((ts_toolcall_format)f, (const char *)data, size, &t)) continue; /* out of memory */
+        if (t.content_len > size || !t.content || ts_toolcall_safe((ts_toolcall_format)f, (const char *)data, size) > size)
+            abort();
+        json_t *calls = ts_toolcall_json(&t, 0, t.n, (ts_toolcall_format)f, "seed", f & 1);
+        if (!calls || (int)json_array_size(calls) != t.n) abort();
+        ts_api_meta m = {TS_API_CHAT, "id-1", "m", 1};
+        ts_api_usage u = {1, 1, 0};
+        ts_api_extra x = {NULL, calls, t.content_blank};
+        check_json(ts_api_response_json(&m, t.content, t.content_len, "tool_calls", &u, &x));
+        check_json(ts_api_chunk_json(&m, "", 0, 0, NULL, NULL, 0, &x));
+        json_decref(calls);
+        ts_toolcalls_free(&t);
     }
     return 0;
 }

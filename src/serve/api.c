@@ -167,6 +167,20 @@ static int parse_fields(ts_api_request *r, const json_t *o, int max_tokens_limit
         r->messages = v;
         if ((v = field(o, "tools")) && !json_is_array(v)) return bad(e, "tools", "a list of tools", v);
         r->tools = v;
+        r->tool_calls = v && json_array_size(v) > 0;
+        if ((v = field(o, "tool_choice"))) {
+            /* "required" and a named function need constrained decoding: refused, not ignored */
+            const char *c = json_is_string(v) ? json_string_value(v) : NULL;
+            if (c && !strcmp(c, "none")) r->tool_calls = 0;
+            else if (c && !strcmp(c, "required"))
+                return unsupported(e, "tool_choice", "only \"auto\" and \"none\" are supported (no constrained decoding)");
+            else if (json_is_object(v))
+                return unsupported(e, "tool_choice",
+                                   "naming a function is not supported, only \"auto\" and \"none\" (no constrained decoding)");
+            else if (!c || strcmp(c, "auto")) return bad(e, "tool_choice", "\"auto\" or \"none\"", v);
+        }
+        r->parallel_tool_calls = 1;
+        if (get_bool(o, "parallel_tool_calls", &r->parallel_tool_calls, e) < 0) return -1;
         if ((v = field(o, "chat_template_kwargs")) && !json_is_object(v))
             return bad(e, "chat_template_kwargs", "an object of template variables", v);
         r->template_vars = v;

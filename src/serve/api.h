@@ -47,6 +47,8 @@ typedef struct ts_api_request {
     const char *prompt;           /* completions */
     const json_t *messages;       /* chat: a non-empty array of objects with a string "role" */
     const json_t *tools;          /* chat: an array, or NULL */
+    int tool_calls;               /* chat: parse tool calls out of the reply (tools given, tool_choice not "none") */
+    int parallel_tool_calls;      /* 0: at most one call is returned */
     const json_t *template_vars;  /* chat: chat_template_kwargs (an object), or NULL */
     int stream, include_usage;
     int max_tokens;               /* -1: not given (the server caps it by the context); 0 only with echo */

@@ -29,6 +29,7 @@
 #include "serve/metrics.h"
 #include "serve/reply.h"
 #include "serve/sched.h"
+#include "serve/toolcall.h"
 
 void ts_server_opts_default(ts_server_opts *o) {
     memset(o, 0, sizeof *o);
@@ -54,6 +55,8 @@ struct ts_server {
     ts_session *sess;
     const ts_tok *tok;
     const ts_chat_template *tmpl;
+    ts_toolcall_format tool_format; /* how the template's model writes tool calls */
+    ts_toolcall_caps tool_caps;     /* how it wants the calls a client sends back */
     int n_ctx;
     const char *ctx_src;
     ts_sched *sched;
@@ -322,9 +325,14 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
         json_t *vars = req.template_vars ? json_deep_copy(req.template_vars) : json_object();
         if (vars && s->o.enable_thinking >= 0 && !json_object_get(vars, "enable_thinking"))
             json_object_set_new(vars, "enable_thinking", json_boolean(s->o.enable_thinking));
-        st = vars ? ts_chat_render_json(s->tmpl, req.messages, req.tools, vars, 1, &text, &tlen, &err)
-                  : ts_fail(&err, TS_ERR_NOMEM, "out of memory");
+        /* the assistant turns with tool calls that OpenAI's clients send back, as the template wants them */
+        json_t *msgs = s->tool_caps.object_args || s->tool_caps.empty_content
+                           ? ts_toolcall_fix_messages(req.messages, &s->tool_caps)
+                           : json_incref((json_t *)req.messages);
+        st = vars && msgs ? ts_chat_render_json(s->tmpl, msgs, req.tools, vars, 1, &text, &tlen, &err)
+                          : ts_fail(&err, TS_ERR_NOMEM, "out of memory");
         json_decref(vars);
+        json_decref(msgs);
         if (st) {
             ts_api_request_free(&req);
             return fail(c, cc, 400, "invalid_request_error", "messages", "chat_template_error",
@@ -401,7 +409,9 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
                         req.logprobs,
                         req.echo ? req.prompt : NULL,
                         req.echo ? strlen(req.prompt) : 0,
-                        p.echo_logprobs};
+                        p.echo_logprobs,
+                        kind == TS_API_CHAT && req.tool_calls ? s->tool_format : TS_TOOLCALL_NONE,
+                        req.parallel_tool_calls};
     ts_reply *rp = ts_reply_new(&ro, s->tok);
     int want_toks = req.logprobs >= 0, stream = req.stream;
     ts_api_request_free(&req);
@@ -626,6 +636,10 @@ ts_status ts_server_start(ts_session *sess, const ts_server_opts *o, ts_server *
     s->sess = sess;
     s->tok = ts_session_tok(sess);
     s->tmpl = ts_session_template(sess);
+    if (s->tmpl) {
+        s->tool_format = ts_toolcall_format_of(ts_chat_template_text(s->tmpl));
+        ts_toolcall_caps_of(s->tmpl, &s->tool_caps);
+    }
     s->n_ctx = ts_session_n_ctx(sess);
     s->ctx_src = ts_session_ctx_source(sess);
     s->started = (int64_t)time(NULL);

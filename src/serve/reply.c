@@ -1,7 +1,8 @@
 /* A choice's text is kept whole (an echoed prompt, then the reply): the response is written
- * from it at the end, and completions' text_offset counts its characters. Streamed, each
- * chunk carries the text handed over since the last one and the log-probabilities of the
- * tokens whose text that completes. */
+ * from it at the end, completions' text_offset counts its characters, and the tool calls are
+ * parsed from it. Streamed, each chunk carries the text handed over since the last one (less
+ * what could still become a tool call) and the log-probabilities of the tokens whose text that
+ * completes. */
 #include "serve/reply.h"
 
 #include <stdio.h>
@@ -18,6 +19,7 @@ struct ts_reply {
     size_t len, cap, reply_at;
     ts_sreq_token *toks; /* not streamed: all; streamed: those not sent yet */
     int n_toks, cap_toks;
+    size_t sent;   /* streamed with tools: the reply's bytes sent as content */
     int echo_due;  /* streamed: the echo chunk is still to be sent */
     int sent_role; /* streamed chat: the first chunk (with the role) went */
     ts_api_offsets cur;
@@ -90,15 +92,34 @@ static json_t *logprobs_json(ts_reply *r, const ts_sreq_token *t, int n) {
     return j;
 }
 
-/* A content chunk: text and the log-probabilities of toks[0..n). */
-static void chunk(ts_reply *r, const char *text, size_t len, const ts_sreq_token *t, int n, const char *finish,
-                  ts_reply_emit_fn emit, void *user) {
+/* A content chunk: text and the log-probabilities of toks[0..n); calls: the delta's tool_calls
+ * (then content null). */
+static void chunk_calls(ts_reply *r, const char *text, size_t len, const ts_sreq_token *t, int n, const char *finish,
+                        const json_t *calls, ts_reply_emit_fn emit, void *user) {
     json_t *lp = n ? logprobs_json(r, t, n) : NULL;
-    ts_api_extra x = {lp, NULL, 0};
+    ts_api_extra x = {lp, calls, calls != NULL};
     int first = r->o.meta.kind == TS_API_CHAT && !r->sent_role;
     r->sent_role = 1;
     emit(user, ts_api_chunk_json(&r->o.meta, text, len, first, finish, NULL, r->o.include_usage, &x));
     json_decref(lp);
+}
+
+static void chunk(ts_reply *r, const char *text, size_t len, const ts_sreq_token *t, int n, const char *finish,
+                  ts_reply_emit_fn emit, void *user) {
+    chunk_calls(r, text, len, t, n, finish, NULL, emit, user);
+}
+
+/* Streamed with tools: the reply's text that can no longer become a call, with the tokens it
+ * completes (the others wait). */
+static void send_safe(ts_reply *r, ts_reply_emit_fn emit, void *user) {
+    const char *reply = r->text + r->reply_at;
+    size_t safe = ts_toolcall_safe(r->o.tools, reply, r->len - r->reply_at);
+    int k = 0;
+    while (k < r->n_toks && (size_t)r->toks[k].offset + (size_t)r->toks[k].len <= safe) k++;
+    if (safe > r->sent || k) chunk(r, reply + r->sent, safe > r->sent ? safe - r->sent : 0, r->toks, k, NULL, emit, user);
+    if (safe > r->sent) r->sent = safe;
+    if (k) memmove(r->toks, r->toks + k, sizeof *r->toks * (size_t)(r->n_toks - k));
+    r->n_toks -= k;
 }
 
 void ts_reply_begin(ts_reply *r, ts_reply_emit_fn emit, void *user) {
@@ -121,9 +142,47 @@ int ts_reply_add(ts_reply *r, const char *text, size_t len, const ts_sreq_token 
         chunk(r, r->text, r->reply_at, r->toks, np, NULL, emit, user);
         r->echo_due = 0;
     }
-    if (!r->echo_due && (len || r->n_toks > np)) chunk(r, r->text + at, len, r->toks + np, r->n_toks - np, NULL, emit, user);
-    if (!r->echo_due) r->n_toks = 0;
+    if (r->echo_due) return r->oom ? -1 : 0;
+    if (r->o.tools) {
+        send_safe(r, emit, user);
+        return r->oom ? -1 : 0;
+    }
+    if (len || r->n_toks > np) chunk(r, r->text + at, len, r->toks + np, r->n_toks - np, NULL, emit, user);
+    r->n_toks = 0;
     return r->oom ? -1 : 0;
+}
+
+/* Streamed with tools, at the end: the content held back, then one chunk per call. Returns the
+ * number of calls sent. */
+static int send_calls(ts_reply *r, ts_reply_emit_fn emit, void *user) {
+    const char *reply = r->text + r->reply_at;
+    size_t rlen = r->len - r->reply_at;
+    ts_toolcalls tc;
+    if (ts_toolcall_parse(r->o.tools, reply, rlen, &tc)) {
+        r->oom = 1;
+        return 0;
+    }
+    int n = !r->o.parallel_tool_calls && tc.n > 1 ? 1 : tc.n;
+    if (!n) { /* no call after all: the rest of the reply is content */
+        if (rlen > r->sent || r->n_toks) chunk(r, reply + r->sent, rlen - r->sent, r->toks, r->n_toks, NULL, emit, user);
+    } else {
+        /* what went out is the start of the content (it came before any call) */
+        size_t from = tc.content_len >= r->sent && !memcmp(tc.content, reply, r->sent) ? r->sent : tc.content_len;
+        if (tc.content_len > from && !tc.content_blank) {
+            chunk(r, tc.content + from, tc.content_len - from, r->toks, r->n_toks, NULL, emit, user);
+            r->n_toks = 0;
+        }
+        for (int i = 0; i < n; i++) {
+            json_t *calls = ts_toolcall_json(&tc, i, 1, r->o.tools, r->id, 1);
+            if (!calls) r->oom = 1;
+            else chunk_calls(r, "", 0, r->toks, r->n_toks, NULL, calls, emit, user);
+            r->n_toks = 0;
+            json_decref(calls);
+        }
+    }
+    r->n_toks = 0;
+    ts_toolcalls_free(&tc);
+    return n;
 }
 
 char *ts_reply_end(ts_reply *r, const ts_api_usage *u, int by_length, ts_reply_emit_fn emit, void *user) {
@@ -133,6 +192,7 @@ char *ts_reply_end(ts_reply *r, const ts_api_usage *u, int by_length, ts_reply_e
             chunk(r, r->text, r->reply_at, NULL, 0, NULL, emit, user);
             r->echo_due = 0;
         }
+        if (r->o.tools && send_calls(r, emit, user)) finish = "tool_calls";
         if (r->n_toks) chunk(r, "", 0, r->toks, r->n_toks, NULL, emit, user);
         chunk(r, "", 0, NULL, 0, finish, emit, user);
         if (r->o.include_usage) emit(user, ts_api_chunk_json(&r->o.meta, NULL, 0, 0, NULL, u, 1, NULL));
@@ -143,7 +203,28 @@ char *ts_reply_end(ts_reply *r, const ts_api_usage *u, int by_length, ts_reply_e
     ts_api_extra x = {lp, NULL, 0};
     /* chat: the reply; completions: the echoed prompt and the reply */
     size_t from = r->o.meta.kind == TS_API_CHAT ? r->reply_at : 0;
-    char *body = ts_api_response_json(&r->o.meta, r->text + from, r->len - from, finish, u, &x);
+    const char *text = r->text + from;
+    size_t tlen = r->len - from;
+    ts_toolcalls tc = {0};
+    json_t *calls = NULL;
+    if (r->o.tools) {
+        if (ts_toolcall_parse(r->o.tools, text, tlen, &tc)) {
+            json_decref(lp);
+            return NULL;
+        }
+        int n = !r->o.parallel_tool_calls && tc.n > 1 ? 1 : tc.n;
+        if (n) {
+            if (!(calls = ts_toolcall_json(&tc, 0, n, r->o.tools, r->id, 0))) r->oom = 1;
+            x.tool_calls = calls;
+            x.content_null = tc.content_blank;
+            text = tc.content;
+            tlen = tc.content_len;
+            finish = "tool_calls";
+        }
+    }
+    char *body = r->oom ? NULL : ts_api_response_json(&r->o.meta, text, tlen, finish, u, &x);
+    json_decref(calls);
+    ts_toolcalls_free(&tc);
     json_decref(lp);
     return body;
 }

@@ -1,13 +1,15 @@
 /* One choice as it becomes a response: the reply's text as the scheduler hands it over, with
- * its tokens' log-probabilities, and the prompt echoed before it (completions' echo). Streamed
- * as chunks while it grows, or written whole at the end. No sockets, no model: http.c moves
- * what ts_sreq_wait returns in here and sends what comes out. */
+ * its tokens' log-probabilities, the prompt echoed before it (completions' echo), and the tool
+ * calls parsed out of it (chat with tools). Streamed as chunks while it grows, or written whole
+ * at the end. No sockets, no model: http.c moves what ts_sreq_wait returns in here and sends
+ * what comes out. */
 #ifndef TS_SERVE_REPLY_H
 #define TS_SERVE_REPLY_H
 #include <stddef.h>
 
 #include "serve/api.h"
 #include "serve/sched.h"
+#include "serve/toolcall.h"
 #include "tok/tokenizer.h"
 
 typedef struct ts_reply_opts {
@@ -17,6 +19,11 @@ typedef struct ts_reply_opts {
     const char *echo;   /* completions: the prompt's text, returned before the reply (copied); NULL: none */
     size_t echo_len;
     int echo_logprobs;  /* the prompt's tokens come first among the tokens handed over */
+    /* chat: the tool-call format to parse the reply for (NONE: none). Streamed, text that could
+     * be the start of a call is held back (ts_toolcall_safe) and the calls go out at the end,
+     * each in one chunk with all its arguments. */
+    ts_toolcall_format tools;
+    int parallel_tool_calls; /* 0: the first call only */
 } ts_reply_opts;
 
 typedef struct ts_reply ts_reply;
