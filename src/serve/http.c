@@ -283,7 +283,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             pend_put(sc, "data: [DONE]\n\n", 14);
             sc->ended = 1;
             set_timeout(sc->c, (unsigned)sc->s->o.timeout_s); /* a client that stops reading now goes */
-        } else if (!len && !nt && client_gone(sc->c)) {
+        } else if (!sc->pend_len && client_gone(sc->c)) { /* nothing to write (text may be held back) */
             ts_sreq_cancel(sc->r);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
@@ -458,7 +458,7 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
         free(piece);
         free(toks);
         if (over) break;
-        if (!len && !nt && client_gone(c)) {
+        if (client_gone(c)) { /* nothing is written until the end: a write cannot tell */
             ts_sreq_cancel(r);
             ts_sreq_release(r);
             ts_reply_free(rp);
