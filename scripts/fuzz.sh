@@ -122,6 +122,17 @@ printf '%s' '{"prompt": "Once upon a time", "max_tokens": 5, "stop": "\n", "echo
 printf '%s' '{"prompt": ["one"], "temperature": 3, "n": 2, "top_p": 0, "max_tokens": 1e9, "seed": -1.5, "stop": [1, "a"]}' >"$sv/seed_bad_fields"
 printf '%s' '{"prompt": "x", "max_tokens": 3,}' >"$sv/seed_bad_json"
 printf '%s' '[{"messages": []}, "prompt"]' >"$sv/seed_not_object"
+printf '%s' '{"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 5, "tools": [], "tool_choice": "auto", "parallel_tool_calls": false}' >"$sv/seed_chat_logprobs"
+printf '%s' '{"prompt": "x", "logprobs": 5, "echo": true, "max_tokens": 0}' >"$sv/seed_echo"
+# model replies for the tool-call parser (the same input is parsed as one)
+printf '%s' 'Sure.
+<tool_call>
+{"name": "f", "arguments": {"a": [1, "</tool_call>"]}}
+</tool_call>
+<tool_call>
+{"name": 1}</tool_call>' >"$sv/seed_reply_hermes"
+printf '%s' '[TOOL_CALLS][{"name": "f", "arguments": {}}, {"name": "g", "arguments": "{\"x\": 1}"}] after' >"$sv/seed_reply_mistral"
+printf '%s' '<|python_tag|>{"name": "f", "parameters": {"q": "\u00e9"}}' >"$sv/seed_reply_llama"
 
 # JSON tokens for libFuzzer's dictionary (standalone.c carries its own list).
 dict=$CORPUS/json.dict
@@ -136,7 +147,9 @@ printf '%s\n' '"{"' '"}"' '"["' '"]"' '","' '":"' '"\""' '"null"' '"true"' '"fal
     '"namespace("' '"loop."' '"messages"' '"|tojson"' '"|trim"' '"is defined"' \
     '"\"prompt\""' '"\"stream\""' '"\"max_tokens\""' '"\"temperature\""' '"\"stop\""' '"\"role\""' \
     '"\"content\""' '"\"stream_options\""' '"\"include_usage\""' '"\"chat_template_kwargs\""' \
-    '"\"seed\""' '"\"top_p\""' '"\"top_k\""' '"\"n\""' '"\"tools\""' >"$dict"
+    '"\"seed\""' '"\"top_p\""' '"\"top_k\""' '"\"n\""' '"\"tools\""' \
+    '"\"logprobs\""' '"\"top_logprobs\""' '"\"echo\""' '"\"tool_choice\""' '"<tool_call>"' \
+    '"</tool_call>"' '"[TOOL_CALLS]"' '"\"name\""' '"\"arguments\""' '"\"parameters\""' >"$dict"
 
 # ---- runs ----
 max_len_of() { case $1 in fuzz_safetensors | fuzz_gguf) echo 131072 ;; *) echo 16384 ;; esac; }

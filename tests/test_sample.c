@@ -298,6 +298,26 @@ static void gen_text(void *user, const char *t, size_t n) {
 }
 
 static int g_lookup; /* --lookup of the next gen_once */
+/* log-probabilities of the next gen_once's kept tokens (g_logprobs >= 0: asked for, with that many alternatives) */
+static int g_logprobs = -1;
+static ts_logprob g_lp[128];
+static int g_n_lp;
+/* Bit for bit, the n_top entries only (the rest are not set). */
+static int lp_same(const ts_logprob *a, const ts_logprob *b, int n) {
+    for (int i = 0; i < n; i++) {
+        if (a[i].id != b[i].id || memcmp(&a[i].logprob, &b[i].logprob, sizeof(float)) || a[i].n_top != b[i].n_top ||
+            memcmp(a[i].top_id, b[i].top_id, sizeof(int32_t) * (size_t)a[i].n_top) ||
+            memcmp(a[i].top_lp, b[i].top_lp, sizeof(float) * (size_t)a[i].n_top))
+            return 0;
+    }
+    return 1;
+}
+
+static void gen_token(void *user, const ts_logprob *lp) {
+    (void)user;
+    if (g_n_lp < 128) g_lp[g_n_lp] = *lp;
+    g_n_lp++;
+}
 
 /* One greedy run of the prompt from an empty cache; returns the result. */
 static ts_gen_result gen_once(ts_cpu *c, const ts_model *m, const ts_tok *t, int max_tokens,
@@ -309,12 +329,14 @@ static ts_gen_result gen_once(ts_cpu *c, const ts_model *m, const ts_tok *t, int
     ts_gen_result r;
     memset(&r, 0, sizeof r);
     if (!c) return r;
-    ts_gen_opts go = {max_tokens, ctx, {0, 0, 1, 0, 1, 0}, NULL, 0, eos, n_eos, gen_text, NULL, g_lookup, 0, 0};
+    ts_gen_opts go = {max_tokens, ctx,      {0, 0, 1, 0, 1, 0}, NULL, 0, eos, n_eos, gen_text, NULL, g_lookup, 0, 0,
+                      g_logprobs >= 0 ? gen_token : NULL, g_logprobs};
     ts_error err;
     int32_t prompt[3] = {9707, 11, 847}; /* "Hello, my" */
     ts_cpu_reset(c);
     g_text_len = 0;
     g_text[0] = 0;
+    g_n_lp = 0;
     CHECK(ts_gen_new(c, m, t, &go, &g, &err) == TS_OK, "gen_new: %s", err.msg);
     if (!g) return r;
     CHECK(ts_gen_run(g, prompt, 3, &r, &err) == TS_OK, "gen_run: %s", err.msg);
@@ -391,7 +413,40 @@ static void test_generate_stops(void) {
         }
         g_lookup = 0;
         printf("lookup: 5 generations identical with and without drafts (%d drafted)\n", drafted);
-        ts_gen_opts bad = {0, 16, {0, 0, 1, 0, 1, 0}, NULL, 0, NULL, 0, NULL, NULL, 0, 0, 0};
+        /* log-probabilities: the same tokens and text as without them, one per kept token, the
+         * greedy token the most likely; with lookup (the verify rows' logits) bit-identical */
+        for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+            int32_t e = cases[k].eos, ref[128];
+            char ref_text[sizeof g_text];
+            g_lookup = 0, g_logprobs = -1;
+            gen_once(c, m, t, cases[k].max, 16, e >= 0 ? &e : NULL, e >= 0, &toks, &kept, &total);
+            int kept0 = kept;
+            memcpy(ref, toks, sizeof(int32_t) * (size_t)total);
+            memcpy(ref_text, g_text, g_text_len + 1);
+            static ts_logprob lp0[128];
+            int n0 = 0;
+            for (int look = 0; look <= 8; look += 8) {
+                g_lookup = look, g_logprobs = 5;
+                gen_once(c, m, t, cases[k].max, 16, e >= 0 ? &e : NULL, e >= 0, &toks, &kept, &total);
+                CHECK(kept == kept0 && !memcmp(toks, ref, sizeof(int32_t) * (size_t)kept) && !strcmp(g_text, ref_text),
+                      "logprobs case %zu lookup %d: the text changed (\"%s\" vs \"%s\")", k, look, g_text, ref_text);
+                CHECK(g_n_lp == kept, "logprobs case %zu lookup %d: %d tokens reported, %d kept", k, look, g_n_lp, kept);
+                for (int i = 0; i < g_n_lp && i < kept; i++) {
+                    const ts_logprob *q = &g_lp[i];
+                    CHECK(q->id == toks[i] && q->n_top == 5 && q->top_id[0] == q->id && q->top_lp[0] == q->logprob &&
+                              q->logprob <= 0 && q->top_lp[4] <= q->top_lp[0],
+                          "logprobs case %zu token %d: id %d (%d), top %d: %d %g vs %g", k, i, q->id, toks[i],
+                          q->n_top, q->top_id[0], (double)q->top_lp[0], (double)q->logprob);
+                }
+                if (!look) memcpy(lp0, g_lp, sizeof lp0), n0 = g_n_lp;
+                else
+                    CHECK(n0 == g_n_lp && lp_same(lp0, g_lp, n0 < 128 ? n0 : 128),
+                          "logprobs case %zu: with lookup the values differ", k);
+            }
+        }
+        g_lookup = 0, g_logprobs = -1;
+        printf("logprobs: 5 generations unchanged by them, with and without lookup\n");
+        ts_gen_opts bad = {0, 16, {0, 0, 1, 0, 1, 0}, NULL, 0, NULL, 0, NULL, NULL, 0, 0, 0, NULL, 0};
         ts_gen *g = NULL;
         CHECK(ts_gen_new(c, m, t, &bad, &g, &err) == TS_ERR_ARG && strstr(err.msg, "max tokens"),
               "max tokens 0: %s", err.msg);
@@ -404,6 +459,55 @@ static void test_generate_stops(void) {
     ts_cpu_free(c);
     ts_tok_free(t);
     ts_model_close(m);
+}
+
+/* ts_logprobs against a log-softmax in double and a full sort (ties: the lower id first). */
+static int cmp_lp(const void *a, const void *b) {
+    const float *x = a, *y = b; /* (value, id) pairs */
+    if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static void test_logprobs(void) {
+    enum { N = 1000 };
+    static float lg[N], pairs[N][2];
+    uint64_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        lg[i] = (float)((x >> 40) % 2000) / 100.0f - 10.0f; /* steps of 0.01: many ties */
+    }
+    lg[7] = -INFINITY, lg[8] = NAN, lg[900] = 25.0f, lg[901] = 25.0f; /* a tie at the top */
+    double mx = 25, z = 0;
+    for (int i = 0; i < N; i++)
+        if (lg[i] == lg[i] && lg[i] > -INFINITY) z += exp((double)lg[i] - mx);
+    double lse = mx + log(z);
+    int np = 0;
+    for (int i = 0; i < N; i++)
+        if (lg[i] == lg[i] && lg[i] > -INFINITY) pairs[np][0] = lg[i], pairs[np][1] = (float)i, np++;
+    qsort(pairs, (size_t)np, sizeof pairs[0], cmp_lp);
+    for (int k = 0; k <= TS_LOGPROB_TOP_MAX + 3; k += k < 3 ? 1 : 7) {
+        ts_logprob lp;
+        ts_logprobs(lg, N, 42, k, &lp);
+        int want = k < TS_LOGPROB_TOP_MAX ? k : TS_LOGPROB_TOP_MAX;
+        CHECK(lp.id == 42 && lp.n_top == want && fabs(lp.logprob - ((double)lg[42] - lse)) < 1e-5,
+              "k %d: n_top %d, logprob %g vs %g", k, lp.n_top, (double)lp.logprob, (double)lg[42] - lse);
+        for (int j = 0; j < lp.n_top; j++)
+            CHECK(lp.top_id[j] == (int)pairs[j][1] && fabs(lp.top_lp[j] - ((double)pairs[j][0] - lse)) < 1e-5,
+                  "k %d top %d: id %d (want %d), %g", k, j, lp.top_id[j], (int)pairs[j][1], (double)lp.top_lp[j]);
+    }
+    ts_logprob lp;
+    ts_logprobs(lg, N, 7, 3, &lp); /* a ruled-out token; NaN counts as ruled out too */
+    CHECK(lp.logprob == -INFINITY && lp.top_id[0] == 900 && lp.top_id[1] == 901, "-inf token: %g, top %d %d",
+          (double)lp.logprob, lp.top_id[0], lp.top_id[1]);
+    ts_logprobs(lg, N, 8, 0, &lp);
+    CHECK(lp.logprob == -INFINITY && lp.n_top == 0, "NaN token: %g", (double)lp.logprob);
+    float few[3] = {1, -INFINITY, 2};
+    ts_logprobs(few, 3, 0, 20, &lp); /* fewer candidates than asked: -inf ones are never listed */
+    CHECK(lp.n_top == 2 && lp.top_id[0] == 2 && lp.top_id[1] == 0 && fabs(exp(lp.top_lp[0]) + exp(lp.top_lp[1]) - 1) < 1e-6,
+          "3 logits, one -inf: n_top %d", lp.n_top);
+    float none[2] = {-INFINITY, -INFINITY};
+    ts_logprobs(none, 2, 1, 2, &lp);
+    CHECK(lp.n_top == 0 && lp.logprob == -INFINITY, "all -inf: n_top %d", lp.n_top);
 }
 
 /* ts_lookup_draft: the longest suffix first, the latest earlier occurrence followed by a whole
@@ -466,5 +570,6 @@ int main(void) {
     test_stop_strings();
     test_generate_stops();
     test_lookup_draft();
+    test_logprobs();
     return th_finish("test_sample");
 }

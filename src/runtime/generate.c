@@ -33,6 +33,7 @@ struct ts_gen {
     int n_ctx_tok, cap_ctx;
     float *vlogits;
     int dcur; /* the next draft's most tokens: adapts to what was accepted (ts_gen_next_run) */
+    float *lp_logits; /* (n_vocab) the raw logits kept for on_token: the sampler scales its own in place */
 };
 
 const char *ts_gen_stop_name(ts_gen_stop r) {
@@ -92,6 +93,7 @@ ts_status ts_gen_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const ts_gen
     g->o.extra_eos = NULL;
     g->logits = malloc(sizeof(float) * (size_t)g->n_vocab);
     g->toks = malloc(sizeof(int32_t) * ((size_t)o->max_tokens + 1));
+    if (o->on_token) g->lp_logits = malloc(sizeof(float) * (size_t)g->n_vocab);
     if (!g->o.lookup_ngram) g->o.lookup_ngram = TS_GEN_LOOKUP_NGRAM;
     if (!g->o.lookup_min) g->o.lookup_min = TS_GEN_LOOKUP_MIN;
     if (g->o.lookup_min > g->o.lookup_ngram) g->o.lookup_min = g->o.lookup_ngram;
@@ -100,7 +102,7 @@ ts_status ts_gen_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const ts_gen
         g->o.lookup = k - 1;
         g->vlogits = malloc(sizeof(float) * (size_t)k * (size_t)g->n_vocab);
     }
-    ts_status s = g->logits && g->toks && (!c || !g->o.lookup || g->vlogits)
+    ts_status s = g->logits && g->toks && (!c || !g->o.lookup || g->vlogits) && (!o->on_token || g->lp_logits)
                       ? TS_OK
                       : ts_fail(err, TS_ERR_NOMEM, "generate: out of memory");
     if (!s) s = ts_sampler_new(g->n_vocab, &o->sample, &g->sampler, err);
@@ -120,6 +122,7 @@ void ts_gen_free(ts_gen *g) {
     free(g->toks);
     free(g->ctx);
     free(g->vlogits);
+    free(g->lp_logits);
     ts_sampler_free(g->sampler);
     ts_tok_stream_free(g->stream);
     ts_stopper_free(g->stopper);
@@ -163,6 +166,7 @@ ts_status ts_gen_next(ts_gen *g, float *logits, int n_past, int32_t *id_out, int
     /* Embedding rows past the tokenizer (vocab padded to a multiple of 64/128) have no text;
      * trained models never pick them, random-weight ones would, and could not print them. */
     for (int i = g->n_text; i < g->n_vocab; i++) logits[i] = -INFINITY;
+    if (g->o.on_token) memcpy(g->lp_logits, logits, sizeof(float) * (size_t)g->n_text);
     int32_t id = ts_sampler_sample(g->sampler, logits);
     *id_out = id;
     g->toks[g->n_total++] = id;
@@ -173,6 +177,11 @@ ts_status ts_gen_next(ts_gen *g, float *logits, int n_past, int32_t *id_out, int
     }
     g->n_kept++;
     ts_sampler_accept(g->sampler, id);
+    if (g->o.on_token) {
+        ts_logprob lp;
+        ts_logprobs(g->lp_logits, g->n_text, id, g->o.top_logprobs, &lp);
+        g->o.on_token(g->o.user, &lp);
+    }
     const char *text;
     size_t len;
     ts_status s = ts_tok_stream_feed(g->stream, id, &text, &len, err);

@@ -35,6 +35,13 @@ typedef struct ts_gen_opts {
     int lookup;
     int lookup_ngram;
     int lookup_min;
+    /* Log-probabilities (OpenAI's logprobs): when on_token is set, every kept token's
+     * log-probability under the model's own distribution (the log-softmax of the raw logits,
+     * before the repetition penalty, temperature and filters; rows past the tokenizer excluded),
+     * with the top_logprobs (<= TS_LOGPROB_TOP_MAX) most likely tokens, goes to on_token before
+     * the token's text goes to on_text. The sampling itself is unchanged. */
+    void (*on_token)(void *user, const ts_logprob *lp);
+    int top_logprobs;
 } ts_gen_opts;
 
 #define TS_GEN_LOOKUP_MAX (TS_CPU_BATCH_MAX - 1)

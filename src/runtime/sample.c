@@ -265,6 +265,38 @@ int32_t ts_sampler_sample(ts_sampler *s, float *logits) {
     return s->ids[s->n_cand - 1]; /* u landed in the rounding slack above the last sum */
 }
 
+void ts_logprobs(const float *logits, int n, int32_t id, int k, ts_logprob *out) {
+    if (k > TS_LOGPROB_TOP_MAX) k = TS_LOGPROB_TOP_MAX;
+    if (k < 0) k = 0;
+    out->id = id;
+    out->n_top = 0;
+    float mx = -INFINITY;
+    /* one pass for the maximum and the top k (kept sorted by insertion: k is small; a value
+     * equal to a kept one goes after it, so ties keep the lower id first, as greedy's argmax) */
+    for (int i = 0; i < n; i++) {
+        float x = logits[i];
+        if (x != x) continue;
+        if (x > mx) mx = x;
+        if (k == 0 || x == -INFINITY || (out->n_top == k && !(x > out->top_lp[k - 1]))) continue;
+        int j = out->n_top < k ? out->n_top++ : k - 1;
+        while (j > 0 && x > out->top_lp[j - 1]) {
+            out->top_lp[j] = out->top_lp[j - 1];
+            out->top_id[j] = out->top_id[j - 1];
+            j--;
+        }
+        out->top_lp[j] = x;
+        out->top_id[j] = i;
+    }
+    double sum = 0;
+    if (isfinite(mx))
+        for (int i = 0; i < n; i++)
+            if (logits[i] > -INFINITY) sum += (double)expf(logits[i] - mx);
+    double lse = isfinite(mx) ? (double)mx + log(sum) : 0;
+    for (int j = 0; j < out->n_top; j++) out->top_lp[j] = (float)((double)out->top_lp[j] - lse);
+    float x = id >= 0 && id < n ? logits[id] : -INFINITY;
+    out->logprob = x == x ? (float)((double)x - lse) : -INFINITY;
+}
+
 /* ---- stop strings ---- */
 
 #define STOP_CHUNK 256

@@ -35,6 +35,22 @@ int32_t ts_sampler_sample(ts_sampler *s, float *logits);
  * *probs (borrowed, valid until the next call) in descending probability. Returns the count. */
 int ts_sampler_candidates(const ts_sampler *s, const int32_t **ids, const float **probs);
 
+/* ---- log-probabilities (OpenAI's logprobs) ---- */
+#define TS_LOGPROB_TOP_MAX 20
+
+typedef struct ts_logprob {
+    int32_t id;
+    float logprob; /* log softmax(logits)[id]; NaN: none (the first token of an echoed prompt) */
+    int n_top;
+    int32_t top_id[TS_LOGPROB_TOP_MAX]; /* the n_top most likely tokens, descending (ties: lower id first) */
+    float top_lp[TS_LOGPROB_TOP_MAX];
+} ts_logprob;
+
+/* The log-softmax of logits[0..n) at id, and the k (<= TS_LOGPROB_TOP_MAX) most likely tokens
+ * in out. Reads logits only (NaN counts as -inf, and -inf tokens are never among the top);
+ * the exponentials are summed in double. */
+void ts_logprobs(const float *logits, int n, int32_t id, int k, ts_logprob *out);
+
 /* ---- stop strings on decoded text ---- */
 typedef struct ts_stopper ts_stopper;
 /* Called with text that is certain not to be part of a stop string. */

@@ -177,7 +177,7 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
         if (e) eot = ts_tok_token_id(s->tok, e, strlen(e));
         ts_gen_opts go = {s->o.max_tokens, s->o.n_ctx, s->o.sample, s->o.stop, s->o.n_stop,
                           &eot, eot >= 0, on_piece, s, s->o.lookup, s->o.lookup_ngram,
-                          s->o.lookup_min};
+                          s->o.lookup_min, NULL, 0};
         st = ts_gen_new(s->cpu, s->m, s->tok, &go, &s->gen, err);
     }
     if (st) {

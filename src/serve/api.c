@@ -25,7 +25,7 @@ int ts_api_fail(ts_api_error *e, int status, const char *type, const char *param
 }
 
 /* A JSON string of possibly invalid UTF-8: bytes that do not form characters become U+FFFD. */
-static json_t *str_json(const char *s, size_t len) {
+json_t *ts_api_str_json(const char *s, size_t len) {
     json_t *j = json_stringn(s, len);
     if (j) return j;
     char *buf = malloc(len * 3 + 1);
@@ -64,7 +64,7 @@ static char *dump(json_t *j) {
 }
 
 char *ts_api_error_json(const ts_api_error *e) {
-    json_t *inner = json_pack("{s:o, s:s, s:o, s:o}", "message", str_json(e->message, strlen(e->message)), "type",
+    json_t *inner = json_pack("{s:o, s:s, s:o, s:o}", "message", ts_api_str_json(e->message, strlen(e->message)), "type",
                               e->type ? e->type : "invalid_request_error", "param",
                               e->param[0] ? json_string(e->param) : json_null(), "code",
                               e->code ? json_string(e->code) : json_null());
@@ -167,6 +167,20 @@ static int parse_fields(ts_api_request *r, const json_t *o, int max_tokens_limit
         r->messages = v;
         if ((v = field(o, "tools")) && !json_is_array(v)) return bad(e, "tools", "a list of tools", v);
         r->tools = v;
+        r->tool_calls = v && json_array_size(v) > 0;
+        if ((v = field(o, "tool_choice"))) {
+            /* "required" and a named function need constrained decoding: refused, not ignored */
+            const char *c = json_is_string(v) ? json_string_value(v) : NULL;
+            if (c && !strcmp(c, "none")) r->tool_calls = 0;
+            else if (c && !strcmp(c, "required"))
+                return unsupported(e, "tool_choice", "only \"auto\" and \"none\" are supported (no constrained decoding)");
+            else if (json_is_object(v))
+                return unsupported(e, "tool_choice",
+                                   "naming a function is not supported, only \"auto\" and \"none\" (no constrained decoding)");
+            else if (!c || strcmp(c, "auto")) return bad(e, "tool_choice", "\"auto\" or \"none\"", v);
+        }
+        r->parallel_tool_calls = 1;
+        if (get_bool(o, "parallel_tool_calls", &r->parallel_tool_calls, e) < 0) return -1;
         if ((v = field(o, "chat_template_kwargs")) && !json_is_object(v))
             return bad(e, "chat_template_kwargs", "an object of template variables", v);
         r->template_vars = v;
@@ -179,9 +193,7 @@ static int parse_fields(ts_api_request *r, const json_t *o, int max_tokens_limit
             v = json_array_get(v, 0);
         if (!json_is_string(v)) return bad(e, "prompt", "a string (batches of prompts and token ids are not supported)", v);
         r->prompt = json_string_value(v);
-        int b = 0;
-        if (get_bool(o, "echo", &b, e) < 0) return -1;
-        if (b) return unsupported(e, "echo", "echoing the prompt is not supported");
+        if (get_bool(o, "echo", &r->echo, e) < 0) return -1;
         if ((v = field(o, "suffix")) && !(json_is_string(v) && json_string_length(v) == 0))
             return unsupported(e, "suffix", "insertion (a suffix) is not supported");
         long long bo = 1;
@@ -195,9 +207,12 @@ static int parse_fields(ts_api_request *r, const json_t *o, int max_tokens_limit
         r->include_usage = iu && json_is_true(iu);
     }
     long long n = 0;
-    int has_max = get_int(o, "max_completion_tokens", 1, 1LL << 30, "an integer >= 1", &n, e);
+    /* 0 tokens: the prompt alone, which only echo makes useful (its log-probabilities) */
+    long long min = r->echo ? 0 : 1;
+    const char *mexp = r->echo ? "an integer >= 0" : "an integer >= 1 (0 only with echo)";
+    int has_max = get_int(o, "max_completion_tokens", min, 1LL << 30, mexp, &n, e);
     if (has_max < 0) return -1;
-    if (!has_max && (has_max = get_int(o, "max_tokens", 1, 1LL << 30, "an integer >= 1", &n, e)) < 0) return -1;
+    if (!has_max && (has_max = get_int(o, "max_tokens", min, 1LL << 30, mexp, &n, e)) < 0) return -1;
     if (has_max) {
         const char *k = field(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
         if (max_tokens_limit > 0 && n > max_tokens_limit)
@@ -249,11 +264,21 @@ static int parse_fields(ts_api_request *r, const json_t *o, int max_tokens_limit
     for (int i = 0; i < 2; i++)
         if ((got = get_num(o, zero_only[i], -2, 2, "[-2, 2]", &x, e)) < 0) return -1;
         else if (got && x != 0) return unsupported(e, zero_only[i], "only 0 is supported (repetition_penalty is)");
-    int b = 0;
-    if (get_bool(o, "logprobs", &b, e) < 0) return -1;
-    if (b) return unsupported(e, "logprobs", "log probabilities are not supported");
-    if ((v = field(o, "logprobs")) && json_is_integer(v) && r->kind == TS_API_COMPLETION)
-        return unsupported(e, "logprobs", "log probabilities are not supported");
+    if (r->kind == TS_API_CHAT) {
+        int b = 0;
+        if (get_bool(o, "logprobs", &b, e) < 0) return -1;
+        if ((got = get_int(o, "top_logprobs", 0, TS_API_MAX_TOP_LOGPROBS, "an integer in [0, 20]", &n, e)) < 0)
+            return -1;
+        if (got && !b)
+            return ts_api_fail(e, 400, "invalid_request_error", "top_logprobs", "invalid_value",
+                               "top_logprobs: only with \"logprobs\": true");
+        r->logprobs = b ? (got ? (int)n : 0) : -1;
+    } else {
+        if ((got = get_int(o, "logprobs", 0, TS_API_MAX_LOGPROBS, "an integer in [0, 5] (the alternatives per token)",
+                           &n, e)) < 0)
+            return -1;
+        r->logprobs = got ? (int)n : -1;
+    }
     if ((v = field(o, "response_format"))) {
         const json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
         if (!json_is_string(t)) return bad(e, "response_format", "an object {\"type\": \"text\"}", v);
@@ -267,6 +292,8 @@ int ts_api_parse(ts_api_kind kind, const char *body, size_t len, const ts_sample
                  int max_tokens_limit, ts_api_request *r, ts_api_error *e) {
     memset(r, 0, sizeof *r);
     r->kind = kind;
+    r->max_tokens = -1;
+    r->logprobs = -1;
     r->sample = *defaults;
     json_error_t je;
     r->root = json_loadb(body, len, JSON_DECODE_ANY, &je);
@@ -307,14 +334,26 @@ static json_t *head(const ts_api_meta *m, const char *object) {
                      "model", m->model);
 }
 
+/* The choice's "logprobs" (null when none). */
+static json_t *logprobs_of(const ts_api_extra *x) {
+    return x && x->logprobs ? json_incref((json_t *)x->logprobs) : json_null(); /* borrowed: one more reference */
+}
+
 char *ts_api_response_json(const ts_api_meta *m, const char *text, size_t len, const char *finish_reason,
-                           const ts_api_usage *u) {
+                           const ts_api_usage *u, const ts_api_extra *x) {
     int chat = m->kind == TS_API_CHAT;
     json_t *o = head(m, chat ? "chat.completion" : "text_completion");
-    json_t *choice = chat ? json_pack("{s:i, s:{s:s, s:o}, s:n, s:s}", "index", 0, "message", "role", "assistant",
-                                      "content", str_json(text, len), "logprobs", "finish_reason", finish_reason)
-                          : json_pack("{s:o, s:i, s:n, s:s}", "text", str_json(text, len), "index", 0, "logprobs",
-                                      "finish_reason", finish_reason);
+    json_t *choice;
+    if (chat) {
+        json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
+                                x && x->content_null ? json_null() : ts_api_str_json(text, len));
+        if (msg && x && x->tool_calls) json_object_set_new(msg, "tool_calls", json_incref((json_t *)x->tool_calls));
+        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", msg, "logprobs", logprobs_of(x),
+                           "finish_reason", finish_reason);
+    } else {
+        choice = json_pack("{s:o, s:i, s:o, s:s}", "text", ts_api_str_json(text, len), "index", 0, "logprobs",
+                           logprobs_of(x), "finish_reason", finish_reason);
+    }
     if (!o || !choice) {
         json_decref(o);
         json_decref(choice);
@@ -326,7 +365,7 @@ char *ts_api_response_json(const ts_api_meta *m, const char *text, size_t len, c
 }
 
 char *ts_api_chunk_json(const ts_api_meta *m, const char *text, size_t len, int first, const char *finish_reason,
-                        const ts_api_usage *u, int with_usage_null) {
+                        const ts_api_usage *u, int with_usage_null, const ts_api_extra *x) {
     int chat = m->kind == TS_API_CHAT;
     json_t *o = head(m, chat ? "chat.completion.chunk" : "text_completion");
     if (!o) return NULL;
@@ -339,12 +378,14 @@ char *ts_api_chunk_json(const ts_api_meta *m, const char *text, size_t len, int 
     if (chat) {
         json_t *delta = json_object();
         if (first) json_object_set_new(delta, "role", json_string("assistant"));
-        if (!finish_reason || len) json_object_set_new(delta, "content", str_json(text, len));
-        choice = json_pack("{s:i, s:o, s:n, s:o}", "index", 0, "delta", delta, "logprobs", "finish_reason",
-                           finish_reason ? json_string(finish_reason) : json_null());
-    } else {
-        choice = json_pack("{s:o, s:i, s:n, s:o}", "text", str_json(text, len), "index", 0, "logprobs",
+        if (x && x->content_null) json_object_set_new(delta, "content", json_null());
+        else if (!finish_reason || len) json_object_set_new(delta, "content", ts_api_str_json(text, len));
+        if (x && x->tool_calls) json_object_set_new(delta, "tool_calls", json_incref((json_t *)x->tool_calls));
+        choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs", logprobs_of(x),
                            "finish_reason", finish_reason ? json_string(finish_reason) : json_null());
+    } else {
+        choice = json_pack("{s:o, s:i, s:o, s:o}", "text", ts_api_str_json(text, len), "index", 0, "logprobs",
+                           logprobs_of(x), "finish_reason", finish_reason ? json_string(finish_reason) : json_null());
     }
     json_object_set_new(o, "choices", json_pack("[o]", choice));
     if (with_usage_null) json_object_set_new(o, "usage", json_null());

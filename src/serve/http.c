@@ -27,7 +27,9 @@
 #include "runtime/chat_template.h"
 #include "serve/api.h"
 #include "serve/metrics.h"
+#include "serve/reply.h"
 #include "serve/sched.h"
+#include "serve/toolcall.h"
 
 void ts_server_opts_default(ts_server_opts *o) {
     memset(o, 0, sizeof *o);
@@ -53,6 +55,8 @@ struct ts_server {
     ts_session *sess;
     const ts_tok *tok;
     const ts_chat_template *tmpl;
+    ts_toolcall_format tool_format; /* how the template's model writes tool calls */
+    ts_toolcall_caps tool_caps;     /* how it wants the calls a client sends back */
     int n_ctx;
     const char *ctx_src;
     ts_sched *sched;
@@ -194,11 +198,11 @@ static void make_id(ts_server *s, const char *prefix, char *out, size_t n) {
 typedef struct stream_ctx {
     ts_server *s;
     ts_sreq *r;
+    ts_reply *rp;
+    int want_toks; /* the request asked for log-probabilities */
     struct MHD_Connection *c;
     conn_ctx *cc;
-    ts_api_meta meta;
-    char id[64];
-    int include_usage, sent_first, ended;
+    int begun, ended;
     char *pend;
     size_t pend_len, pend_off, pend_cap;
     int oom;
@@ -233,6 +237,8 @@ static void pend_event(stream_ctx *sc, char *json) {
     free(json);
 }
 
+static void emit_event(void *user, char *json) { pend_event(user, json); }
+
 static void request_done(conn_ctx *cc, const ts_sreq_result *res) {
     cc->n_prompt = res->n_prompt;
     cc->n_gen = res->n_gen;
@@ -248,17 +254,19 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         sc->pend_off = sc->pend_len = 0;
         if (sc->oom) return MHD_CONTENT_READER_END_WITH_ERROR;
         if (sc->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-        int chat = sc->meta.kind == TS_API_CHAT;
-        if (chat && !sc->sent_first) {
-            pend_event(sc, ts_api_chunk_json(&sc->meta, "", 0, 1, NULL, NULL, sc->include_usage));
-            sc->sent_first = 1;
+        if (!sc->begun) {
+            ts_reply_begin(sc->rp, emit_event, sc);
+            sc->begun = 1;
             continue;
         }
         char *text;
         size_t len;
-        int over = ts_sreq_wait(sc->r, 100, &text, &len);
-        if (len) pend_event(sc, ts_api_chunk_json(&sc->meta, text, len, 0, NULL, NULL, sc->include_usage));
+        ts_sreq_token *toks = NULL;
+        int nt = 0;
+        int over = ts_sreq_wait(sc->r, 100, &text, &len, sc->want_toks ? &toks : NULL, &nt);
+        if ((len || nt) && ts_reply_add(sc->rp, text, len, toks, nt, emit_event, sc)) sc->oom = 1;
         free(text);
+        free(toks);
         if (over) {
             ts_sreq_result res;
             ts_sreq_result_get(sc->r, &res);
@@ -269,17 +277,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                 pend_event(sc, ts_api_error_json(&e));
                 sc->cc->status = 500;
             } else {
-                pend_event(sc, ts_api_chunk_json(&sc->meta, "", 0, 0, ts_api_finish_reason(res.by_length), NULL,
-                                                 sc->include_usage));
-                if (sc->include_usage) {
-                    ts_api_usage u = {res.n_prompt, res.n_gen, res.n_cached};
-                    pend_event(sc, ts_api_chunk_json(&sc->meta, NULL, 0, 0, NULL, &u, 1));
-                }
+                ts_api_usage u = {res.n_prompt, res.n_gen, res.n_cached};
+                ts_reply_end(sc->rp, &u, res.by_length, emit_event, sc);
             }
             pend_put(sc, "data: [DONE]\n\n", 14);
             sc->ended = 1;
             set_timeout(sc->c, (unsigned)sc->s->o.timeout_s); /* a client that stops reading now goes */
-        } else if (!len && client_gone(sc->c)) {
+        } else if (!sc->pend_len && client_gone(sc->c)) { /* nothing to write (text may be held back) */
             ts_sreq_cancel(sc->r);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
@@ -294,6 +298,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
 static void stream_free(void *cls) {
     stream_ctx *sc = cls;
     ts_sreq_release(sc->r); /* cancels it when the client went before the end */
+    ts_reply_free(sc->rp);
     free(sc->pend);
     free(sc);
 }
@@ -320,9 +325,14 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
         json_t *vars = req.template_vars ? json_deep_copy(req.template_vars) : json_object();
         if (vars && s->o.enable_thinking >= 0 && !json_object_get(vars, "enable_thinking"))
             json_object_set_new(vars, "enable_thinking", json_boolean(s->o.enable_thinking));
-        st = vars ? ts_chat_render_json(s->tmpl, req.messages, req.tools, vars, 1, &text, &tlen, &err)
-                  : ts_fail(&err, TS_ERR_NOMEM, "out of memory");
+        /* the assistant turns with tool calls that OpenAI's clients send back, as the template wants them */
+        json_t *msgs = s->tool_caps.object_args || s->tool_caps.empty_content
+                           ? ts_toolcall_fix_messages(req.messages, &s->tool_caps)
+                           : json_incref((json_t *)req.messages);
+        st = vars && msgs ? ts_chat_render_json(s->tmpl, msgs, req.tools, vars, 1, &text, &tlen, &err)
+                          : ts_fail(&err, TS_ERR_NOMEM, "out of memory");
         json_decref(vars);
+        json_decref(msgs);
         if (st) {
             ts_api_request_free(&req);
             return fail(c, cc, 400, "invalid_request_error", "messages", "chat_template_error",
@@ -353,8 +363,15 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
         return fail(c, cc, 400, "invalid_request_error", field, "context_length_exceeded",
                     "the prompt is %d tokens, more than the context of %d positions (%s)", n, s->n_ctx, s->ctx_src);
     }
-    ts_sreq_params p = {ids, n, req.max_tokens ? req.max_tokens : s->o.max_tokens_limit, req.sample, req.stop,
-                        req.n_stop};
+    ts_sreq_params p = {ids,
+                        n,
+                        req.max_tokens >= 0 ? req.max_tokens : s->o.max_tokens_limit,
+                        req.sample,
+                        req.stop,
+                        req.n_stop,
+                        req.logprobs,
+                        req.echo ? req.logprobs : -1,
+                        add_bos && ts_tok_bos(s->tok) >= 0 && ids[0] == ts_tok_bos(s->tok)};
     if (!req.seed_given) { /* OpenAI's default: a different draw each request */
         char idb[40];
         make_id(s, "", idb, sizeof idb);
@@ -386,23 +403,35 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
 
     char id[64];
     make_id(s, kind == TS_API_CHAT ? "chatcmpl-" : "cmpl-", id, sizeof id);
-    ts_api_meta meta = {kind, id, s->model_name, (int64_t)time(NULL)};
-    if (req.stream) {
+    ts_reply_opts ro = {{kind, id, s->model_name, (int64_t)time(NULL)},
+                        req.stream,
+                        req.include_usage,
+                        req.logprobs,
+                        req.echo ? req.prompt : NULL,
+                        req.echo ? strlen(req.prompt) : 0,
+                        p.echo_logprobs,
+                        kind == TS_API_CHAT && req.tool_calls ? s->tool_format : TS_TOOLCALL_NONE,
+                        req.parallel_tool_calls};
+    ts_reply *rp = ts_reply_new(&ro, s->tok);
+    int want_toks = req.logprobs >= 0, stream = req.stream;
+    ts_api_request_free(&req);
+    if (!rp) {
+        ts_sreq_release(r);
+        return fail(c, cc, 500, "server_error", NULL, NULL, "out of memory");
+    }
+    if (stream) {
         stream_ctx *sc = calloc(1, sizeof *sc);
         if (!sc) {
             ts_sreq_release(r);
-            ts_api_request_free(&req);
+            ts_reply_free(rp);
             return MHD_NO;
         }
         sc->s = s;
         sc->r = r;
+        sc->rp = rp;
+        sc->want_toks = want_toks;
         sc->c = c;
         sc->cc = cc;
-        snprintf(sc->id, sizeof sc->id, "%s", id);
-        sc->meta = meta;
-        sc->meta.id = sc->id;
-        sc->include_usage = req.include_usage;
-        ts_api_request_free(&req);
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, sc,
                                                                       stream_free);
         if (!resp) {
@@ -417,31 +446,22 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
         MHD_destroy_response(resp);
         return ret;
     }
-    ts_api_request_free(&req);
     /* Not streamed: wait here for the whole reply. */
-    char *all = NULL;
-    size_t alen = 0, acap = 0;
     int oom = 0;
     for (;;) {
         char *piece;
         size_t len;
-        int over = ts_sreq_wait(r, 100, &piece, &len);
-        if (len && !oom) {
-            if (alen + len + 1 > acap) {
-                size_t cap = acap ? acap * 2 : 1024;
-                while (cap < alen + len + 1) cap *= 2;
-                char *q = realloc(all, cap);
-                if (q) all = q, acap = cap;
-                else oom = 1;
-            }
-            if (!oom) memcpy(all + alen, piece, len), alen += len;
-        }
+        ts_sreq_token *toks = NULL;
+        int nt = 0;
+        int over = ts_sreq_wait(r, 100, &piece, &len, want_toks ? &toks : NULL, &nt);
+        if ((len || nt) && !oom && ts_reply_add(rp, piece, len, toks, nt, NULL, NULL)) oom = 1;
         free(piece);
+        free(toks);
         if (over) break;
-        if (!len && client_gone(c)) {
+        if (client_gone(c)) { /* nothing is written until the end: a write cannot tell */
             ts_sreq_cancel(r);
             ts_sreq_release(r);
-            free(all);
+            ts_reply_free(rp);
             cc->status = 499;
             return MHD_NO; /* closes the connection */
         }
@@ -451,14 +471,13 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
     ts_sreq_release(r);
     request_done(cc, &res);
     set_timeout(c, (unsigned)s->o.timeout_s);
+    ts_api_usage u = {res.n_prompt, res.n_gen, res.n_cached};
+    char *body = oom || res.failed ? NULL : ts_reply_end(rp, &u, res.by_length, NULL, NULL);
+    ts_reply_free(rp);
     if (oom || res.failed) {
-        free(all);
         return fail(c, cc, 500, "server_error", NULL, NULL, "generation failed: %s",
                     oom ? "out of memory keeping the reply" : res.error);
     }
-    ts_api_usage u = {res.n_prompt, res.n_gen, res.n_cached};
-    char *body = ts_api_response_json(&meta, all ? all : "", alen, ts_api_finish_reason(res.by_length), &u);
-    free(all);
     return send_body(c, cc, 200, body, "application/json", NULL, NULL);
 }
 
@@ -617,6 +636,10 @@ ts_status ts_server_start(ts_session *sess, const ts_server_opts *o, ts_server *
     s->sess = sess;
     s->tok = ts_session_tok(sess);
     s->tmpl = ts_session_template(sess);
+    if (s->tmpl) {
+        s->tool_format = ts_toolcall_format_of(ts_chat_template_text(s->tmpl));
+        ts_toolcall_caps_of(s->tmpl, &s->tool_caps);
+    }
     s->n_ctx = ts_session_n_ctx(sess);
     s->ctx_src = ts_session_ctx_source(sess);
     s->started = (int64_t)time(NULL);

@@ -25,6 +25,7 @@
  * is the token plain decoding would have fed, so the text is plain decoding's. */
 #include "serve/sched.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,13 @@ struct ts_sreq {
     size_t out_len, out_cap;
     int oom;
     int done, cancelled;
+    /* log-probabilities: the tokens recorded (prompt ones first), those handed over */
+    int logprobs, echo_logprobs, prompt_bos, prompt_only;
+    ts_sreq_token *toks;
+    int n_toks, cap_toks, toks_taken;
+    int gen_bytes;  /* the reply's bytes as the kept tokens spell them (the next token's offset) */
+    size_t emitted; /* the reply's bytes given to on_text */
+    int cut;        /* a stop string ended the reply: tokens past its text are not handed over */
     ts_sreq_result res;
     double t_arrival;
     struct ts_sreq *next; /* queue link */
@@ -84,6 +92,8 @@ struct ts_sched {
     /* the step's buffers (scheduler thread only) */
     int rows_max; /* rows a step may have: ts_cpu_batch_max */
     float *logits; /* (max(n_slots, rows_max), n_vocab) */
+    float *plogits; /* (PROMPT_LP_PIECE, n_vocab) every prompt position's logits (echo_logprobs), made on first use */
+    int n_text;     /* ids below this are the tokenizer's (the rest are padding rows) */
     ts_cpu_seq **bseqs;
     int32_t *btok; /* (max(n_slots, rows_max)) the step's rows: per slot its next token, then drafts */
     int *bslot, *bn, *bp0; /* per slot in the step: which, rows, positions before the step */
@@ -186,6 +196,7 @@ out:
 
 static void req_free(ts_sreq *r) {
     ts_gen_free(r->gen);
+    free(r->toks);
     free(r->prompt);
     free(r->out);
     pthread_cond_destroy(&r->cv);
@@ -215,8 +226,44 @@ static void on_text(void *user, const char *text, size_t len) {
         if (!r->oom) {
             memcpy(r->out + r->out_len, text, len);
             r->out_len += len;
+            r->emitted += len;
         }
         pthread_cond_signal(&r->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* With s->mu held: room for n more tokens (0, or -1 out of memory: r->oom is set). */
+static int toks_reserve(ts_sreq *r, int n) {
+    if (r->n_toks + n <= r->cap_toks) return 0;
+    int cap = r->cap_toks ? r->cap_toks : 64;
+    while (cap < r->n_toks + n) cap *= 2;
+    ts_sreq_token *p = realloc(r->toks, sizeof *p * (size_t)cap);
+    if (!p) {
+        r->oom = 1;
+        return -1;
+    }
+    r->toks = p;
+    r->cap_toks = cap;
+    return 0;
+}
+
+/* The bytes a token adds to the text: the stream decoder drops special tokens. */
+static int tok_text_len(const ts_tok *t, int32_t id) {
+    size_t n = 0;
+    if (ts_tok_is_special(t, id) || !ts_tok_token_bytes(t, id, &n)) return 0;
+    return (int)n;
+}
+
+/* The generator's log-probabilities of a kept token, on the scheduler thread (before its text). */
+static void on_token(void *user, const ts_logprob *lp) {
+    ts_sreq *r = user;
+    ts_sched *s = r->s;
+    int len = tok_text_len(s->tok, lp->id);
+    pthread_mutex_lock(&s->mu);
+    if (!r->cancelled && !toks_reserve(r, 1)) {
+        r->toks[r->n_toks++] = (ts_sreq_token){*lp, r->gen_bytes, len, 0};
+        r->gen_bytes += len;
     }
     pthread_mutex_unlock(&s->mu);
 }
@@ -236,6 +283,10 @@ ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_er
     r->t_arrival = ts_now_s();
     r->n_prompt = p->n_prompt;
     r->res.n_prompt = p->n_prompt;
+    r->logprobs = p->logprobs < TS_LOGPROB_TOP_MAX ? p->logprobs : TS_LOGPROB_TOP_MAX;
+    r->echo_logprobs = p->echo_logprobs < TS_LOGPROB_TOP_MAX ? p->echo_logprobs : TS_LOGPROB_TOP_MAX;
+    r->prompt_bos = p->prompt_bos;
+    r->prompt_only = p->max_tokens < 1;
     r->prompt = malloc(sizeof(int32_t) * (size_t)p->n_prompt);
     ts_status st = r->prompt ? TS_OK : ts_fail(err, TS_ERR_NOMEM, "out of memory");
     if (!st) {
@@ -243,7 +294,8 @@ ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_er
         /* `tessera run`'s cap: the last token sampled is never fed back, so a prompt of P
          * tokens leaves room for n_ctx - P + 1 of them. */
         int room = s->o.n_ctx - p->n_prompt + 1;
-        ts_gen_opts go = {p->max_tokens < room ? p->max_tokens : room,
+        int max = p->max_tokens < 1 ? 1 : p->max_tokens; /* prompt_only: the generator is never asked */
+        ts_gen_opts go = {max < room ? max : room,
                           s->o.n_ctx,
                           p->sample,
                           p->stop,
@@ -254,7 +306,9 @@ ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_er
                           r,
                           s->o.lookup,
                           s->o.lookup_ngram,
-                          s->o.lookup_min};
+                          s->o.lookup_min,
+                          r->logprobs >= 0 ? on_token : NULL,
+                          r->logprobs};
         st = ts_gen_new(NULL, s->m, s->tok, &go, &r->gen, err);
     }
     if (st) {
@@ -283,10 +337,11 @@ int ts_sched_submit(ts_sched *s, ts_sreq *r) {
     return rc;
 }
 
-int ts_sreq_wait(ts_sreq *r, int timeout_ms, char **text, size_t *len) {
+int ts_sreq_wait(ts_sreq *r, int timeout_ms, char **text, size_t *len, ts_sreq_token **toks, int *n_toks) {
     ts_sched *s = r->s;
     *text = NULL;
     *len = 0;
+    if (toks) *toks = NULL, *n_toks = 0;
     pthread_mutex_lock(&s->mu);
     if (!r->out_len && !r->done && timeout_ms > 0) {
         struct timespec ts;
@@ -308,6 +363,27 @@ int ts_sreq_wait(ts_sreq *r, int timeout_ms, char **text, size_t *len) {
         r->out_len = r->out_cap = 0;
     }
     int over = r->done;
+    if (toks) {
+        /* the tokens whose text the caller now has (offsets only grow: the first one not
+         * handed over ends the run) */
+        int a = r->toks_taken, b = a;
+        while (b < r->n_toks) {
+            const ts_sreq_token *t = &r->toks[b];
+            if (!(t->prompt || (size_t)t->offset + (size_t)t->len <= r->emitted ||
+                  (over && (!r->cut || (size_t)t->offset < r->emitted))))
+                break;
+            b++;
+        }
+        if (b > a && (*toks = malloc(sizeof **toks * (size_t)(b - a)))) {
+            memcpy(*toks, r->toks + a, sizeof **toks * (size_t)(b - a));
+            *n_toks = b - a;
+            r->toks_taken = b;
+        } else if (b > a) {
+            r->res.failed = 1;
+            snprintf(r->res.error, sizeof r->res.error, "out of memory handing over log-probabilities");
+        }
+        if (over) r->toks_taken = r->n_toks;
+    }
     pthread_mutex_unlock(&s->mu);
     return over;
 }
@@ -369,6 +445,7 @@ static void finish(ts_sched *s, slot *sl, ts_gen_stop why, const ts_status *st, 
     r->res.n_drafted = sl->n_drafted;
     r->res.n_accepted = sl->n_accepted;
     r->res.by_length = why == TS_GEN_STOP_MAX || why == TS_GEN_STOP_CTX;
+    r->cut = why == TS_GEN_STOP_STRING;
     if (st && *st) {
         r->res.failed = 1;
         snprintf(r->res.error, sizeof r->res.error, "%s", err->msg);
@@ -378,6 +455,66 @@ static void finish(ts_sched *s, slot *sl, ts_gen_stop why, const ts_status *st, 
     pthread_mutex_unlock(&s->mu);
     ts_smetrics_tokens(s->metrics, 0, n_kept);
     if (n_kept > 1 && now > sl->t_first) ts_smetrics_decode_rate(s->metrics, (n_kept - 1) / (now - sl->t_first));
+}
+
+/* Prefill pieces when every position's logits are wanted: (PROMPT_LP_PIECE, n_vocab) floats at
+ * a time rather than the whole prompt's. */
+#define PROMPT_LP_PIECE 64
+
+/* Prefills r's prompt into seq (empty) and records the prompt tokens' log-probabilities (the
+ * first has none) from every position's logits. The KV and the last position's logits, which
+ * the first token is sampled from, must be bit-identical to the ordinary prefill's, or echo
+ * would change the reply. Prefill is split-invariant (tests/test_cpu_prefix.c) as long as no
+ * piece is a single token (that runs the decode arithmetic), but the LM head over many rows
+ * does not round as the one-row LM head of the last position does. So: prompt[0, n-1) in
+ * pieces of at most PROMPT_LP_PIECE tokens with every row's logits (rows 0..n-2 predict tokens
+ * 1..n-1), then the last two positions again, as an ordinary prefill of two tokens with the
+ * last row's logits only. *last: those logits. */
+static ts_status prefill_logprobs(ts_sched *s, ts_cpu_seq *seq, ts_sreq *r, float **last, ts_error *err) {
+    size_t V = (size_t)s->n_vocab;
+    if (!s->plogits && !(s->plogits = malloc(sizeof(float) * PROMPT_LP_PIECE * V)))
+        return ts_fail(err, TS_ERR_NOMEM, "out of memory for the prompt's logits (echo with logprobs)");
+    int n = r->n_prompt;
+    ts_sreq_token *t = malloc(sizeof *t * (size_t)n);
+    if (!t) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the prompt's log-probabilities");
+    int off = 0;
+    for (int i = 0; i < n; i++) {
+        t[i].lp.id = r->prompt[i];
+        t[i].lp.logprob = NAN;
+        t[i].lp.n_top = 0;
+        t[i].offset = off;
+        size_t bl = 0; /* a prompt spells its special tokens; an added BOS is not in its text */
+        t[i].len = !(i == 0 && r->prompt_bos) && ts_tok_token_bytes(s->tok, r->prompt[i], &bl) ? (int)bl : 0;
+        t[i].prompt = 1;
+        off += t[i].len;
+    }
+    ts_status st = TS_OK;
+    for (int p = 0; p < n - 1 && !st;) {
+        int take = n - 1 - p < PROMPT_LP_PIECE ? n - 1 - p : PROMPT_LP_PIECE;
+        if (n - 1 - p - take == 1) take--; /* the last piece would be one token */
+        st = ts_cpu_forward_seq(s->cpu, seq, r->prompt + p, take, s->plogits, 1, err);
+        for (int j = 0; !st && j < take; j++)
+            ts_logprobs(s->plogits + (size_t)j * V, s->n_text, r->prompt[p + j + 1], r->echo_logprobs,
+                        &t[p + j + 1].lp);
+        p += take;
+    }
+    if (!st) {
+        int keep = n > 2 ? n - 2 : 0;
+        ts_cpu_seq_truncate(seq, keep);
+        st = ts_cpu_forward_seq(s->cpu, seq, r->prompt + keep, n - keep, s->plogits, 0, err);
+        *last = s->plogits;
+    }
+    if (!st) {
+        pthread_mutex_lock(&s->mu);
+        if (!toks_reserve(r, n)) {
+            memcpy(r->toks + r->n_toks, t, sizeof *t * (size_t)n);
+            r->n_toks += n;
+            pthread_cond_signal(&r->cv);
+        } else st = ts_fail(err, TS_ERR_NOMEM, "out of memory for the prompt's log-probabilities");
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(t);
+    return st;
 }
 
 static void *sched_main(void *arg) {
@@ -434,13 +571,21 @@ static void *sched_main(void *arg) {
             slot *sl = &s->slots[i];
             if (!sl->r || sl->prefilled) continue;
             ts_sreq *r = sl->r;
-            int L = cache_take(s, r->prompt, r->n_prompt, sl->seq); /* empties the sequence first */
+            int L = 0;
             ts_gen_begin(r->gen, r->prompt, r->n_prompt);
             float *lg = s->logits;
-            ts_status st = ts_cpu_forward_seq(s->cpu, sl->seq, r->prompt + L, r->n_prompt - L, lg, 0, &err);
+            ts_status st;
+            if (r->echo_logprobs >= 0) {
+                ts_cpu_seq_truncate(sl->seq, 0);
+                st = prefill_logprobs(s, sl->seq, r, &lg, &err);
+            } else {
+                L = cache_take(s, r->prompt, r->n_prompt, sl->seq); /* empties the sequence first */
+                st = ts_cpu_forward_seq(s->cpu, sl->seq, r->prompt + L, r->n_prompt - L, lg, 0, &err);
+            }
             int done = 1;
             ts_gen_stop why = TS_GEN_STOP_EOS;
-            if (!st) st = ts_gen_next(r->gen, lg, ts_cpu_seq_n_past(sl->seq), &sl->next, &done, &why, &err);
+            if (!st && r->prompt_only) why = TS_GEN_STOP_MAX;
+            else if (!st) st = ts_gen_next(r->gen, lg, ts_cpu_seq_n_past(sl->seq), &sl->next, &done, &why, &err);
             sl->prefilled = 1;
             sl->t_first = ts_now_s();
             ts_smetrics_tokens(s->metrics, r->n_prompt, 0);
@@ -510,6 +655,7 @@ ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int3
     s->metrics = metrics;
     for (int i = 0; i < n_eos && s->n_eos < 16; i++) s->eos[s->n_eos++] = eos[i];
     s->n_vocab = ts_model_config(m)->n_vocab;
+    s->n_text = ts_tok_n_vocab(t) < s->n_vocab ? ts_tok_n_vocab(t) : s->n_vocab;
     s->n_slots = o->parallel;
     {
         const ts_config *cf = ts_model_config(m);
@@ -576,6 +722,7 @@ void ts_sched_free(ts_sched *s) {
         if (s->slots[i].seq) ts_cpu_seq_free(s->slots[i].seq);
     free(s->slots);
     free(s->logits);
+    free(s->plogits);
     free(s->bseqs);
     free(s->btok);
     free(s->bslot);

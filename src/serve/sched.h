@@ -49,11 +49,24 @@ typedef struct ts_sreq ts_sreq;
 typedef struct ts_sreq_params {
     const int32_t *prompt; /* copied */
     int n_prompt;          /* 1..n_ctx */
-    int max_tokens;        /* >= 1; the context caps it further */
+    int max_tokens;        /* >= 1 (0: the prompt alone, no generation); the context caps it further */
     ts_sample_opts sample;
     const char *const *stop; /* copied */
     int n_stop;
+    /* Log-probabilities (ts_sreq_wait's tokens): -1 none, else each generated token's with that
+     * many alternatives (<= TS_LOGPROB_TOP_MAX); echo_logprobs likewise for the prompt's tokens
+     * (the first has none), which makes prefill compute the logits of every position (in pieces,
+     * without the prefix cache: the sampled text is the same). */
+    int logprobs, echo_logprobs;
+    int prompt_bos; /* prompt[0] is a BOS the tokenizer added: no text in the prompt (offsets) */
 } ts_sreq_params;
+
+/* One token's log-probabilities, as ts_sreq_wait hands them over. */
+typedef struct ts_sreq_token {
+    ts_logprob lp;
+    int offset, len; /* the token's text: byte offset in the prompt (prompt tokens) or the reply, length */
+    int prompt;      /* 1: a prompt token (echo_logprobs) */
+} ts_sreq_token;
 
 /* Makes the request's generator (sampler, stop filter) from the scheduler's model. */
 ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_error *err);
@@ -62,8 +75,11 @@ ts_status ts_sreq_new(ts_sched *s, const ts_sreq_params *p, ts_sreq **out, ts_er
 int ts_sched_submit(ts_sched *s, ts_sreq *r);
 /* Waits up to timeout_ms for text or the end. Moves the text produced since the last call
  * into *text (malloc'd, or NULL when none; *len) and returns 1 once the request is over and
- * all its text has been taken, else 0. */
-int ts_sreq_wait(ts_sreq *r, int timeout_ms, char **text, size_t *len);
+ * all its text has been taken, else 0. toks (may be NULL when the request asked for no
+ * log-probabilities): the tokens whose text is in what was taken so far, in order (malloc'd or
+ * NULL; *n_toks): the prompt's first, all at once; a generated token once all of its text was
+ * handed over, or at the end unless a stop string cut the text before it. */
+int ts_sreq_wait(ts_sreq *r, int timeout_ms, char **text, size_t *len, ts_sreq_token **toks, int *n_toks);
 /* The client is gone: the slot is freed at the next step; no more text is produced. */
 void ts_sreq_cancel(ts_sreq *r);
 /* The connection's reference; the request is freed when the scheduler has let go too. */
