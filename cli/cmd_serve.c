@@ -177,7 +177,8 @@ int cmd_serve(int argc, char **argv) {
                         "(--chat-template FILE gives it one)\n");
     const char *h = so.host;
     int v6 = strchr(h, ':') != NULL;
-    fprintf(stderr, "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, prefill chunk %d, lookup %d\n",
+    fprintf(stderr,
+            "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, prefill chunk %d, lookup %d\n",
             so.model_name, ts_server_slots(srv), ts_session_n_ctx(s), ts_session_threads(s), so.prefill_chunk,
             so.lookup);
     fprintf(stderr, "tessera serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", h, v6 ? "]" : "",

@@ -20,8 +20,8 @@ int main(void) {
                 steps++, pieces++;
                 CHECK(n > 0 && n <= rest, "P %d budget %d: rest %d -> piece %d", P, budget, rest, n);
                 if (n <= 0 || n > rest) break;
-                CHECK(n <= budget || (n == budget + 1 && rest == n), "P %d budget %d: piece %d of rest %d", P, budget, n,
-                      rest);
+                CHECK(n <= budget || (n == budget + 1 && rest == n), "P %d budget %d: piece %d of rest %d", P, budget,
+                      n, rest);
                 CHECK(n != 1 || P == 1, "P %d budget %d: a piece of one row (rest %d)", P, budget, rest);
                 CHECK(rest - n != 1, "P %d budget %d: leaves one row (rest %d, piece %d)", P, budget, rest, n);
                 rest -= n;

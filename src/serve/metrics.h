@@ -1,7 +1,7 @@
 /* The server's counters for GET /metrics (Prometheus text format 0.0.4): requests by endpoint
- * and status, prompt and generated tokens, queue depth, active slots, time-to-first-token and
- * per-request decode tokens/s and inter-token gap histograms, prefill chunks, prefix-cache hits. Thread-safe: connection threads
- * and the scheduler update it, the /metrics handler reads it. */
+ * and status, prompt and generated tokens, queue depth, active slots, time-to-first-token,
+ * per-request decode tokens/s and inter-token gap histograms, prefill pieces, prefix-cache hits.
+ * Thread-safe: connection threads and the scheduler update it, the /metrics handler reads it. */
 #ifndef TS_SERVE_METRICS_H
 #define TS_SERVE_METRICS_H
 #include <stddef.h>
