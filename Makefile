@@ -12,7 +12,7 @@ BENCH_MODELS ?= llama-3.2-1b qwen3-0.6b
 BENCH_DIR ?= bench-models
 BENCH_ARGS ?= --prefill 128,512 --decode 128 --gen 16 --trials 5
 
-.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench bench-serve bench-serve-sbs bench-lookup deploy-all clean
+.PHONY: setup build test test-fast test-asan fuzz fuzz-long demo bench bench-serve bench-serve-sbs bench-chunk bench-lookup deploy-all clean
 
 setup:
 	@bash scripts/setup.sh
@@ -75,6 +75,11 @@ deploy-all: build
 # qwen3-0.6b (scripts/bench_serve.sh); never part of `make test`.
 bench-serve: build
 	bash scripts/bench_serve.sh --bin $(BUILD)/tessera --model $(BENCH_DIR)/qwen3-0.6b
+
+# Chunked prefill: a decoding stream's longest gap while a ~2,000-token prompt is prefilled, and
+# that prompt's time to first token, with --prefill-chunk 0 and 256 (scripts/bench_chunk.sh).
+bench-chunk: build
+	bash scripts/bench_chunk.sh --bin $(BUILD)/tessera --model $(BENCH_DIR)/qwen3-0.6b
 
 # Speed of the cpu target on full-size synth models (written once into $(BENCH_DIR)), with the
 # machine's own peaks measured in the same run. Prints ratios; never part of `make test`.

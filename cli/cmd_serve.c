@@ -18,7 +18,7 @@
 static const char *k_usage =
     "tessera serve MODEL_DIR|DEPLOY_DIR [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--parallel N]\n"
     "       [--ctx N] [--chat-template FILE] [--date YYYY-MM-DD] [--think|--no-think] [--max-queue N]\n"
-    "       [--cache-mb N]\n"
+    "       [--cache-mb N] [--prefill-chunk N]\n"
     "       [--max-body BYTES] [--max-header BYTES] [--max-conn N] [--max-tokens-limit N] [--timeout S]\n"
     "       [--model-name NAME] [--threads N] [--weights mmap|copy] [--quant q8_0|q4_0] [--tokenizer PATH]\n"
     "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--lookup N] [--lookup-ngram N]\n"
@@ -37,6 +37,8 @@ static const char *k_help =
     "  --max-tokens-limit N   the most max_tokens a request may ask (default 4096; also the default)\n"
     "  --cache-mb N           prefix cache: KV of earlier prompts kept for prompts that start the same\n"
     "                         (MiB, least recently used out; default 1024, 0: off)\n"
+    "  --prefill-chunk N      prompt tokens prefilled per step, shared by the prompts being prefilled (oldest\n"
+    "                         first), between the decode steps of the others (default 256; 0: whole prompts)\n"
     "  --timeout S            close a connection idle for S seconds (default 600)\n"
     "  --model-name NAME      the model id /v1/models lists (default: the directory's name)\n"
     "  --think | --no-think   enable_thinking for requests whose chat_template_kwargs lack it\n"
@@ -102,6 +104,11 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(f, "--cache-mb") && has) {
             if (parse_size(f, argv[++i], 0, 1 << 24, &v)) return TS_EXIT_USAGE;
             so.cache_mb = (int)v;
+        } else if (!strcmp(f, "--prefill-chunk") && has) {
+            if (parse_size(f, argv[++i], 0, 1 << 24, &v)) return TS_EXIT_USAGE;
+            if (v == 1) return cli_usage("serve", k_usage, "--prefill-chunk 1: expected 0 (whole prompts) or >= 2 "
+                                                           "(a piece of one token would run the decode arithmetic)");
+            so.prefill_chunk = (int)v;
         } else if (!strcmp(f, "--max-queue") && has) {
             if (parse_size(f, argv[++i], 0, 1 << 20, &v)) return TS_EXIT_USAGE;
             so.max_queue = (int)v;
@@ -170,8 +177,10 @@ int cmd_serve(int argc, char **argv) {
                         "(--chat-template FILE gives it one)\n");
     const char *h = so.host;
     int v6 = strchr(h, ':') != NULL;
-    fprintf(stderr, "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, lookup %d\n",
-            so.model_name, ts_server_slots(srv), ts_session_n_ctx(s), ts_session_threads(s), so.lookup);
+    fprintf(stderr,
+            "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, prefill chunk %d, lookup %d\n",
+            so.model_name, ts_server_slots(srv), ts_session_n_ctx(s), ts_session_threads(s), so.prefill_chunk,
+            so.lookup);
     fprintf(stderr, "tessera serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", h, v6 ? "]" : "",
             ts_server_port(srv));
     fflush(stderr);

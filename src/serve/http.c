@@ -44,6 +44,7 @@ void ts_server_opts_default(ts_server_opts *o) {
     o->timeout_s = 600;
     o->max_tokens_limit = 4096;
     o->cache_mb = 1024;
+    o->prefill_chunk = TS_SERVE_PREFILL_CHUNK;
     o->enable_thinking = -1;
     ts_sample_opts_default(&o->defaults);
 }
@@ -92,6 +93,7 @@ typedef struct conn_ctx {
     double t0;
     int n_prompt, n_gen, n_cached;
     int n_drafted, n_accepted;
+    int n_pieces, n_steps_between;
     char method[8];
 } conn_ctx;
 
@@ -244,6 +246,8 @@ static void request_done(conn_ctx *cc, const ts_sreq_result *res) {
     cc->n_gen = res->n_gen;
     cc->n_cached = res->n_cached;
     cc->n_drafted = res->n_drafted;
+    cc->n_pieces = res->n_pieces;
+    cc->n_steps_between = res->n_steps_between;
     cc->n_accepted = res->n_accepted;
 }
 
@@ -590,12 +594,15 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
     if (status) {
         ts_smetrics_request(s->metrics, k_routes[cc->route].path[0] ? k_routes[cc->route].path : "other", status);
         if (cc->route == R_CHAT || cc->route == R_COMPLETIONS || status >= 400) {
-            char look[64] = "";
+            char look[64] = "", pieces[80] = "";
             if (cc->n_drafted)
                 snprintf(look, sizeof look, " (lookup: %d of %d drafted accepted)", cc->n_accepted, cc->n_drafted);
-            logf_(s, "tessera serve: %s %s %d, %d prompt (%d cached) + %d generated tokens, %.3f s%s", cc->method,
+            if (cc->n_pieces > 1)
+                snprintf(pieces, sizeof pieces, " (prefill: %d pieces, %d decode steps between)", cc->n_pieces,
+                         cc->n_steps_between);
+            logf_(s, "tessera serve: %s %s %d, %d prompt (%d cached) + %d generated tokens, %.3f s%s%s", cc->method,
                   k_routes[cc->route].path[0] ? k_routes[cc->route].path : "(other)", status, cc->n_prompt,
-                  cc->n_cached, cc->n_gen, ts_now_s() - cc->t0, look);
+                  cc->n_cached, cc->n_gen, ts_now_s() - cc->t0, pieces, look);
         }
     }
     if (cc->inflight) {
@@ -657,8 +664,8 @@ ts_status ts_server_start(ts_session *sess, const ts_server_opts *o, ts_server *
             int32_t id = ts_tok_token_id(s->tok, eot, strlen(eot));
             if (id >= 0) eos[n_eos++] = id;
         }
-        ts_sched_opts so = {o->parallel,     o->max_queue,     s->n_ctx, o->lookup, o->lookup_ngram,
-                            o->lookup_min, (uint64_t)o->cache_mb << 20};
+        ts_sched_opts so = {o->parallel,  o->max_queue, s->n_ctx, o->lookup, o->lookup_ngram, o->lookup_min,
+                            (uint64_t)o->cache_mb << 20, o->prefill_chunk};
         st = ts_sched_new(ts_session_cpu(sess), ts_session_model(sess), s->tok, eos, n_eos, &so, s->metrics, &s->sched,
                           err);
     }

@@ -10,6 +10,10 @@
 #include "runtime/sample.h"
 #include "runtime/session.h"
 
+/* --prefill-chunk's default: the cpu target's own prefill chunk (TS_CPU_PREFILL_CHUNK), so a piece
+ * runs at full prefill speed and a step holds the decode of the others up by one such chunk. */
+#define TS_SERVE_PREFILL_CHUNK 256
+
 typedef struct ts_server_opts {
     const char *host;       /* numeric address or name to listen on; default 127.0.0.1 */
     int port;               /* 0: a free port (ts_server_port says which) */
@@ -26,13 +30,15 @@ typedef struct ts_server_opts {
     int timeout_s;          /* an idle connection (no bytes either way) is closed after it */
     int max_tokens_limit;   /* the most max_tokens a request may ask for */
     int cache_mb;           /* the prefix cache's bound in MiB (KV of kept prompts); 0: none */
+    int prefill_chunk;      /* prompt tokens prefilled per scheduler step (0 or >= 2); 0: whole prompts */
     ts_sample_opts defaults; /* sampling for fields a request omits */
     int enable_thinking;     /* -1: none; 0/1: the template variable for requests that do not set it */
     FILE *log;               /* one line per request, or NULL */
 } ts_server_opts;
 
 /* Defaults: 127.0.0.1:8080, 1 slot, queue 64, body 8 MiB, headers 64 KiB, 64 connections,
- * 600 s idle timeout, max_tokens up to 4096, a prefix cache of 1024 MiB, ts_sample_opts_default. */
+ * 600 s idle timeout, max_tokens up to 4096, a prefix cache of 1024 MiB, prefill chunks of
+ * TS_SERVE_PREFILL_CHUNK tokens, ts_sample_opts_default. */
 void ts_server_opts_default(ts_server_opts *o);
 
 typedef struct ts_server ts_server;

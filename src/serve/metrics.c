@@ -12,8 +12,11 @@
 
 static const double k_ttft_buckets[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 static const double k_rate_buckets[] = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000};
+static const double k_gap_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 #define N_TTFT (sizeof k_ttft_buckets / sizeof k_ttft_buckets[0])
 #define N_RATE (sizeof k_rate_buckets / sizeof k_rate_buckets[0])
+#define N_GAP (sizeof k_gap_buckets / sizeof k_gap_buckets[0])
+_Static_assert(N_TTFT < 16 && N_RATE < 16 && N_GAP < 16, "a histogram's buckets fit hist.counts");
 
 typedef struct hist {
     uint64_t counts[16]; /* per bucket (not cumulative) + the +Inf one */
@@ -32,8 +35,9 @@ struct ts_smetrics {
     uint64_t prompt_tokens, generated_tokens, prefix_hits, prefix_tokens, cache_bytes;
     int cache_entries;
     uint64_t lookup_verifies, lookup_drafted, lookup_accepted;
+    uint64_t prefill_chunks, prefill_tokens;
     int queued, active, slots;
-    hist ttft, rate;
+    hist ttft, rate, gap;
 };
 
 ts_smetrics *ts_smetrics_new(void) {
@@ -80,6 +84,13 @@ void ts_smetrics_lookup(ts_smetrics *m, int verifies, int drafted, int accepted)
     pthread_mutex_unlock(&m->mu);
 }
 
+void ts_smetrics_prefill(ts_smetrics *m, int chunks, int tokens) {
+    pthread_mutex_lock(&m->mu);
+    m->prefill_chunks += (uint64_t)chunks;
+    m->prefill_tokens += (uint64_t)tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static void observe(hist *h, const double *b, size_t nb, double v) {
     size_t i = 0;
     while (i < nb && v > b[i]) i++;
@@ -97,6 +108,12 @@ void ts_smetrics_ttft(ts_smetrics *m, double s) {
 void ts_smetrics_decode_rate(ts_smetrics *m, double r) {
     pthread_mutex_lock(&m->mu);
     observe(&m->rate, k_rate_buckets, N_RATE, r);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void ts_smetrics_token_gap(ts_smetrics *m, double s) {
+    pthread_mutex_lock(&m->mu);
+    observe(&m->gap, k_gap_buckets, N_GAP, s);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -197,6 +214,15 @@ char *ts_smetrics_render(ts_smetrics *m, size_t *len) {
              &m->ttft, k_ttft_buckets, N_TTFT);
     put_hist(&b, "tessera_decode_tokens_per_second", "Per request: generated tokens over the time after the first.",
              &m->rate, k_rate_buckets, N_RATE);
+    put_hist(&b, "tessera_inter_token_seconds",
+             "Per generating request and decode step: the time since its previous step or first token.", &m->gap,
+             k_gap_buckets, N_GAP);
+    put(&b, "# HELP tessera_prefill_chunks_total Pieces of prompts prefilled (at most --prefill-chunk tokens a step).\n"
+            "# TYPE tessera_prefill_chunks_total counter\ntessera_prefill_chunks_total %llu\n",
+        (unsigned long long)m->prefill_chunks);
+    put(&b, "# HELP tessera_prefill_tokens_total Prompt tokens prefilled (those not taken from the prefix cache).\n"
+            "# TYPE tessera_prefill_tokens_total counter\ntessera_prefill_tokens_total %llu\n",
+        (unsigned long long)m->prefill_tokens);
     put(&b, "# HELP tessera_prefix_cache_hits_total Requests that started from a cached prefix.\n"
             "# TYPE tessera_prefix_cache_hits_total counter\ntessera_prefix_cache_hits_total %llu\n",
         (unsigned long long)m->prefix_hits);

@@ -16,6 +16,12 @@
  * token (that runs the decode arithmetic); so at least 2 prompt tokens are always prefilled,
  * and generated positions (decode arithmetic) are never kept.
  *
+ * Chunked prefill (o.prefill_chunk > 0): the same invariance lets a prompt be prefilled in
+ * pieces over several steps, each step's pieces (at most prefill_chunk tokens in all, given to
+ * the slots still prefilling oldest first) followed by the decode step of the generating slots.
+ * ts_sched_piece never cuts a piece of 1 row, so a request's KV and first logits are those of
+ * its prompt prefilled in one call, and its text is the text it gets alone.
+ *
  * Prompt lookup (opts.lookup > 0): the step is one ts_cpu_decode_multi whose rows are, per
  * generating slot, its next token and then the tokens ts_gen_draft copies from where the
  * context's last tokens occurred before (up to the step's TS_CPU_BATCH_MAX rows, every slot
@@ -66,8 +72,12 @@ typedef struct slot {
     ts_sreq *r; /* NULL: free */
     int32_t next; /* sampled, to be appended next step */
     int n_drafted, n_accepted; /* prompt lookup, this request */
-    int prefilled;
-    double t_first;
+    int begun;     /* the cache lookup done and the generator given the prompt */
+    int n_cached;  /* prompt positions from the prefix cache */
+    int prefilled; /* the whole prompt is in seq and the first token sampled */
+    int pieces, steps_between; /* prefill pieces so far; decode steps run after the first one */
+    uint64_t order; /* admission order: the oldest prefilling slot gets the budget first */
+    double t_first, t_last; /* the first token; the slot's last decode step (inter-token gaps) */
 } slot;
 
 struct ts_sched {
@@ -98,6 +108,7 @@ struct ts_sched {
     int32_t *btok; /* (max(n_slots, rows_max)) the step's rows: per slot its next token, then drafts */
     int *bslot, *bn, *bp0; /* per slot in the step: which, rows, positions before the step */
     int rot; /* the slot that drafts first this step (rotates: fairness when rows run short) */
+    uint64_t admitted; /* requests admitted so far (slot.order) */
     /* the prefix cache (scheduler thread only) */
     struct centry *cache;
     int n_cache, cache_cap;
@@ -517,6 +528,75 @@ static ts_status prefill_logprobs(ts_sched *s, ts_cpu_seq *seq, ts_sreq *r, floa
     return st;
 }
 
+int ts_sched_piece(int rest, int budget) {
+    if (budget < 0 || rest <= budget) return rest;
+    if (budget < 2) return 0;
+    if (rest - budget != 1) return budget;
+    return budget >= 3 ? budget - 1 : rest; /* a last piece of 2 rows, not 1 */
+}
+
+/* The prefilling slot admitted first that has not had its piece this step, or NULL. */
+static slot *oldest_prefilling(ts_sched *s, uint64_t after) {
+    slot *best = NULL;
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (sl->r && !sl->prefilled && sl->order >= after && (!best || sl->order < best->order)) best = sl;
+    }
+    return best;
+}
+
+/* Prefills the next pieces of the slots still prefilling, at most o.prefill_chunk tokens in
+ * all (0: every prompt whole), oldest first; a slot whose prompt is complete samples its first
+ * token. */
+static void prefill_step(ts_sched *s) {
+    ts_error err;
+    /* newly admitted: the prefix cache's KV, and the prompt as the generator's context */
+    for (int i = 0; i < s->n_slots; i++) {
+        slot *sl = &s->slots[i];
+        if (!sl->r || sl->begun) continue;
+        ts_sreq *r = sl->r;
+        if (r->echo_logprobs >= 0) { /* every position's logits: no cached prefix, one call */
+            ts_cpu_seq_truncate(sl->seq, 0);
+            sl->n_cached = 0;
+        } else sl->n_cached = cache_take(s, r->prompt, r->n_prompt, sl->seq); /* empties the sequence first */
+        ts_gen_begin(r->gen, r->prompt, r->n_prompt);
+        sl->begun = 1;
+        pthread_mutex_lock(&s->mu);
+        r->res.n_cached = sl->n_cached;
+        pthread_mutex_unlock(&s->mu);
+    }
+    int budget = s->o.prefill_chunk > 0 ? s->o.prefill_chunk : -1, chunks = 0, tokens = 0;
+    for (slot *sl = oldest_prefilling(s, 0); sl && budget; sl = oldest_prefilling(s, sl->order + 1)) {
+        ts_sreq *r = sl->r;
+        int at = ts_cpu_seq_n_past(sl->seq), n = ts_sched_piece(r->n_prompt - at, budget);
+        if (r->echo_logprobs >= 0) n = r->n_prompt; /* prefill_logprobs takes the prompt whole */
+        if (!n) break;
+        int last = at + n == r->n_prompt;
+        /* the logits of the prompt's last position only: earlier pieces skip the LM head */
+        float *lg = last ? s->logits : NULL;
+        ts_status st = r->echo_logprobs >= 0 ? prefill_logprobs(s, sl->seq, r, &lg, &err)
+                                             : ts_cpu_forward_seq(s->cpu, sl->seq, r->prompt + at, n, lg, 0, &err);
+        chunks++, tokens += n, sl->pieces++;
+        if (budget > 0) budget = n < budget ? budget - n : 0;
+        if (!st && !last) continue;
+        int done = 1;
+        ts_gen_stop why = TS_GEN_STOP_EOS;
+        if (!st && r->prompt_only) why = TS_GEN_STOP_MAX;
+        else if (!st) st = ts_gen_next(r->gen, lg, ts_cpu_seq_n_past(sl->seq), &sl->next, &done, &why, &err);
+        sl->prefilled = 1;
+        sl->t_first = sl->t_last = ts_now_s();
+        pthread_mutex_lock(&s->mu);
+        r->res.n_pieces = sl->pieces;
+        r->res.n_steps_between = sl->steps_between;
+        pthread_mutex_unlock(&s->mu);
+        ts_smetrics_tokens(s->metrics, r->n_prompt, 0);
+        if (sl->n_cached) ts_smetrics_prefix_hit(s->metrics, sl->n_cached);
+        ts_smetrics_ttft(s->metrics, sl->t_first - r->t_arrival);
+        if (st || done) finish(s, sl, why, &st, &err);
+    }
+    if (chunks) ts_smetrics_prefill(s->metrics, chunks, tokens);
+}
+
 static void *sched_main(void *arg) {
     ts_sched *s = arg;
     ts_error err;
@@ -549,7 +629,9 @@ static void *sched_main(void *arg) {
             if (!s->qhead) s->qtail = NULL;
             s->n_queued--;
             s->slots[i].r = r;
-            s->slots[i].prefilled = 0;
+            s->slots[i].begun = s->slots[i].prefilled = 0;
+            s->slots[i].pieces = s->slots[i].steps_between = 0;
+            s->slots[i].order = s->admitted++;
             s->slots[i].n_drafted = s->slots[i].n_accepted = 0;
             s->n_active++;
         }
@@ -566,36 +648,7 @@ static void *sched_main(void *arg) {
                 if (c) finish(s, sl, TS_GEN_STOP_EOS, NULL, NULL);
             }
 
-        /* Prefill the newly admitted slots; each samples its first token. */
-        for (int i = 0; i < s->n_slots; i++) {
-            slot *sl = &s->slots[i];
-            if (!sl->r || sl->prefilled) continue;
-            ts_sreq *r = sl->r;
-            int L = 0;
-            ts_gen_begin(r->gen, r->prompt, r->n_prompt);
-            float *lg = s->logits;
-            ts_status st;
-            if (r->echo_logprobs >= 0) {
-                ts_cpu_seq_truncate(sl->seq, 0);
-                st = prefill_logprobs(s, sl->seq, r, &lg, &err);
-            } else {
-                L = cache_take(s, r->prompt, r->n_prompt, sl->seq); /* empties the sequence first */
-                st = ts_cpu_forward_seq(s->cpu, sl->seq, r->prompt + L, r->n_prompt - L, lg, 0, &err);
-            }
-            int done = 1;
-            ts_gen_stop why = TS_GEN_STOP_EOS;
-            if (!st && r->prompt_only) why = TS_GEN_STOP_MAX;
-            else if (!st) st = ts_gen_next(r->gen, lg, ts_cpu_seq_n_past(sl->seq), &sl->next, &done, &why, &err);
-            sl->prefilled = 1;
-            sl->t_first = ts_now_s();
-            ts_smetrics_tokens(s->metrics, r->n_prompt, 0);
-            if (L) ts_smetrics_prefix_hit(s->metrics, L);
-            pthread_mutex_lock(&s->mu);
-            r->res.n_cached = L;
-            pthread_mutex_unlock(&s->mu);
-            ts_smetrics_ttft(s->metrics, sl->t_first - r->t_arrival);
-            if (st || done) finish(s, sl, why, &st, &err);
-        }
+        prefill_step(s);
 
         /* One decode step over every generating slot: its next token, and with lookup the
          * drafts that fit (each slot after it keeps room for its one row). */
@@ -617,10 +670,15 @@ static void *sched_main(void *arg) {
         }
         s->rot = (s->rot + 1) % s->n_slots;
         if (!B) continue;
+        for (int i = 0; i < s->n_slots; i++) /* the decode steps a prompt's prefill let through */
+            s->slots[i].steps_between += s->slots[i].r && !s->slots[i].prefilled && s->slots[i].pieces;
         ts_status st = ts_cpu_decode_multi(s->cpu, s->bseqs, s->bn, s->btok, B, s->logits, &err);
+        double now = ts_now_s();
         int drafted = 0, accepted = 0, verifies = 0;
         for (int b = 0, r = 0; b < B; r += s->bn[b], b++) {
             slot *sl = &s->slots[s->bslot[b]];
+            ts_smetrics_token_gap(s->metrics, now - sl->t_last);
+            sl->t_last = now;
             int done = 1, used = 1, d = s->bn[b] - 1;
             ts_gen_stop why = TS_GEN_STOP_EOS;
             ts_status st2 = st;
@@ -642,10 +700,12 @@ static void *sched_main(void *arg) {
 ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int32_t *eos, int n_eos,
                        const ts_sched_opts *o, ts_smetrics *metrics, ts_sched **out, ts_error *err) {
     *out = NULL;
-    if (o->parallel < 1 || o->max_queue < 0 || o->n_ctx < 1 || o->lookup < 0 || o->lookup > TS_GEN_LOOKUP_MAX)
+    if (o->parallel < 1 || o->max_queue < 0 || o->n_ctx < 1 || o->lookup < 0 || o->lookup > TS_GEN_LOOKUP_MAX ||
+        o->prefill_chunk < 0 || o->prefill_chunk == 1)
         return ts_fail(err, TS_ERR_ARG,
-                       "serve: parallel %d, queue %d, context %d, lookup %d: expected >= 1, >= 0, >= 1, 0..%d",
-                       o->parallel, o->max_queue, o->n_ctx, o->lookup, TS_GEN_LOOKUP_MAX);
+                       "serve: parallel %d, queue %d, context %d, lookup %d, prefill chunk %d: expected >= 1, >= 0, "
+                       ">= 1, 0..%d, 0 or >= 2",
+                       o->parallel, o->max_queue, o->n_ctx, o->lookup, TS_GEN_LOOKUP_MAX, o->prefill_chunk);
     ts_sched *s = calloc(1, sizeof *s);
     if (!s) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
     s->cpu = c;

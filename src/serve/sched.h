@@ -1,7 +1,9 @@
 /* The scheduler of `tessera serve`: one thread owns the model's cpu session and runs every
  * request on it. Requests wait in a bounded queue; up to `parallel` of them hold a slot (a KV
- * sequence of their own). Each step prefills the newly admitted slots, then runs one batched
- * decode step over every generating slot, samples each slot's next token with its own seeded
+ * sequence of their own). Each step prefills up to a budget of prompt tokens (prefill_chunk) of
+ * the slots still prefilling, oldest first, then runs one batched decode step over every
+ * generating slot, so a long prompt holds the others' token streams up one chunk at a time, not
+ * for its whole prefill. Each slot samples its next token with its own seeded
  * sampler, and streams the text to the request (runtime/generate.h drives sampling, EOS, stop
  * strings and limits, exactly as `tessera run` does). A cancelled request (its client went
  * away) leaves its slot at the next step. With lookup, a slot whose recent tokens occurred
@@ -27,6 +29,8 @@ typedef struct ts_sched_opts {
     int lookup_ngram; /* longest suffix matched (0: TS_GEN_LOOKUP_NGRAM) */
     int lookup_min;   /* shortest suffix matched (0: TS_GEN_LOOKUP_MIN) */
     uint64_t cache_bytes; /* the prefix cache's bound (KV of kept prompts); 0: no cache */
+    int prefill_chunk;    /* prompt tokens prefilled per step, all slots together (0 or >= 2; a piece
+                           * may be 1 longer, never 1 row: below); 0: every admitted prompt whole */
 } ts_sched_opts;
 
 typedef struct ts_sched ts_sched;
@@ -42,6 +46,12 @@ void ts_sched_drain(ts_sched *s);
 void ts_sched_free(ts_sched *s);
 /* Slots the scheduler really runs (parallel may be capped by what the target offers). */
 int ts_sched_slots(const ts_sched *s);
+/* The next piece of a prompt with rest >= 1 tokens left to prefill, given budget tokens left in
+ * this step (budget < 0: no limit): 0 (wait for the next step) or a length that never leaves a
+ * piece of 1 row, which would run the decode arithmetic (docs/serve.md, prefix cache): rest
+ * itself when it fits, else at most budget and leaving >= 2, or rest when budget 2 would leave 1
+ * (the budget is exceeded by one row). A whole prompt of 1 token is its one piece, as alone. */
+int ts_sched_piece(int rest, int budget);
 
 /* One request, shared by the connection that made it and the scheduler (reference counted). */
 typedef struct ts_sreq ts_sreq;
@@ -89,6 +99,8 @@ typedef struct ts_sreq_result {
     int n_prompt, n_gen;
     int n_cached; /* prompt tokens whose KV came from the prefix cache */
     int n_drafted, n_accepted; /* prompt lookup: tokens drafted and verified, and accepted */
+    int n_pieces;        /* calls its prompt's prefill took (prefill_chunk); 0 when it never began */
+    int n_steps_between; /* decode steps of other requests run between its first and last piece */
     int by_length; /* max_tokens or the context ended it (finish_reason "length") */
     int failed;    /* the target failed (message in error) */
     char error[TS_ERROR_LEN];
