@@ -438,7 +438,9 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
         }
         free(piece);
         if (over) break;
-        if (!len && client_gone(c)) {
+        /* Asked after every piece, not only when none came: while text flows a wait never
+         * times out, and a client that left would hold its slot to the end of its reply. */
+        if (client_gone(c)) {
             ts_sreq_cancel(r);
             ts_sreq_release(r);
             free(all);
