@@ -60,6 +60,7 @@ struct ts_server {
     struct MHD_Daemon *d;
     int port;
     int64_t started;
+    uint64_t id_salt; /* this process's: ids differ between servers started the same second */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int inflight; /* requests with the scheduler whose response has not finished */
@@ -184,7 +185,7 @@ static void make_id(ts_server *s, const char *prefix, char *out, size_t n) {
     pthread_mutex_lock(&s->mu);
     uint64_t k = ++s->counter;
     pthread_mutex_unlock(&s->mu);
-    uint64_t x = k * 0x9E3779B97F4A7C15ull ^ (uint64_t)s->started * 0xBF58476D1CE4E5B9ull;
+    uint64_t x = k * 0x9E3779B97F4A7C15ull ^ s->id_salt * 0xBF58476D1CE4E5B9ull;
     x ^= x >> 31;
     snprintf(out, n, "%s%016llx%08llx", prefix, (unsigned long long)x, (unsigned long long)k);
 }
@@ -622,6 +623,11 @@ ts_status ts_server_start(ts_session *sess, const ts_server_opts *o, ts_server *
     s->n_ctx = ts_session_n_ctx(sess);
     s->ctx_src = ts_session_ctx_source(sess);
     s->started = (int64_t)time(NULL);
+    {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        s->id_salt = ((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec) ^ (uint64_t)getpid() << 40;
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->metrics = ts_smetrics_new();
