@@ -63,7 +63,7 @@ struct ts_server {
     uint64_t id_salt; /* this process's: ids differ between servers started the same second */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int inflight; /* requests with the scheduler whose response has not finished */
+    int inflight; /* generation requests past the draining check whose response has not finished */
     int draining;
     uint64_t counter;
 };
@@ -85,7 +85,8 @@ typedef struct conn_ctx {
     int too_large;
     int responded; /* a response is queued: the rest of the upload is dropped */
     int status;    /* for /metrics */
-    int inflight;  /* counted in ts_server.inflight */
+    int held;      /* counted in ts_server.inflight: shutdown waits for its response */
+    int inflight;  /* with the scheduler: a connection that ends early is the client leaving (499) */
     double t0;
     int n_prompt, n_gen, n_cached;
     int n_drafted, n_accepted;
@@ -379,9 +380,6 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
                             : "the server is shutting down%s",
                     s->o.max_queue, "");
     }
-    pthread_mutex_lock(&s->mu);
-    s->inflight++;
-    pthread_mutex_unlock(&s->mu);
     cc->inflight = 1;
     set_timeout(c, 0); /* the server is the slow one now */
 
@@ -552,10 +550,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     case R_CHAT:
     case R_COMPLETIONS: {
+        /* Counted before it is let through, in one step with the check: a request counted only
+         * once with the scheduler could pass the check, let shutdown see nothing in flight and
+         * close the connection, and then be dropped without a response. */
         pthread_mutex_lock(&s->mu);
         int dr = s->draining;
+        if (!dr) s->inflight++;
         pthread_mutex_unlock(&s->mu);
         if (dr) return fail(c, cc, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+        cc->held = 1;
         return serve_generate(s, c, cc);
     }
     default: break;
@@ -582,7 +585,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
                   cc->n_cached, cc->n_gen, ts_now_s() - cc->t0, look);
         }
     }
-    if (cc->inflight) {
+    if (cc->held) {
         pthread_mutex_lock(&s->mu);
         s->inflight--;
         pthread_cond_broadcast(&s->cv);
