@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import socket
 import struct
 import sys
@@ -44,6 +45,7 @@ class Conn:
     def __init__(self, port):
         self.port = port
         self.sock = None
+        self.status = None
         self.buf = b""
 
     def connect(self):
@@ -78,6 +80,7 @@ class Conn:
         return d
 
     def send(self, path, body, method="POST"):
+        self.status = None  # until this request's status line is in
         if self.sock is None:
             self.connect()
         data = json.dumps(body).encode() if body is not None else b""
@@ -258,6 +261,7 @@ def parse_response(req, raw, ctype, errors):
 def run_one(conn, req, errors, leave=None):
     """Sends req on conn; returns its result, or {"left": True} when the client left."""
     body = req["body"]
+    conn.status = None
     if leave and "after_s" in leave:
         # not streamed: send, wait a little, go (the server notices while it generates)
         conn.connect()
@@ -271,10 +275,16 @@ def run_one(conn, req, errors, leave=None):
         except BlockingIOError:
             got = b""
         conn.close(leave["abrupt"])
-        if got:
+        if got and not (TERM and b" 503 " in got.split(b"\r\n")[0]):
             errors.append("request %d: a response came before the client left: %r" % (req["i"], got[:200]))
         return {"left": True}
     conn.send(req["path"], body)
+    if TERM and conn.status == 503:  # shutting down: the refusal is whole and says so
+        raw = conn.read_all()
+        if b'"code":"shutting_down"' not in raw:
+            errors.append("request %d: 503 while shutting down: %r" % (req["i"], raw[:300]))
+        conn.close()
+        return {"refused": 503}
     if leave:
         if conn.status != 200:
             errors.append("request %d: status %d" % (req["i"], conn.status))
@@ -295,6 +305,9 @@ def run_one(conn, req, errors, leave=None):
         return {"error": conn.status}
     text, fin, usage, rid = parse_response(req, raw, conn.headers.get("content-type", ""), errors)
     return {"text": text, "finish_reason": fin, "usage": usage, "id": rid}
+
+
+TERM = False  # --term: the servers are told to stop in the middle of the load
 
 
 def metrics(port):
@@ -328,52 +341,50 @@ def count(m, path, status):
 PATHS = ("/v1/completions", "/v1/chat/completions")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--server", action="append", required=True, help="NAME=PORT:KIND:REF_PORT")
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--clients", type=int, default=16)
-    ap.add_argument("--per", type=int, default=8)
-    ap.add_argument("--out", required=True)
-    a = ap.parse_args()
-    servers = {}
-    for s in a.server:
-        name, rest = s.split("=")
-        port, kind, ref = rest.split(":")
-        servers[name] = (int(port), kind, int(ref))
-    mix = make_mix(a.seed, a.clients, a.per, servers)
-    json.dump(mix, open(os.path.join(a.out, "requests.json"), "w"), indent=1)
-    errors = []
-    lock = threading.Lock()
-
-    # ---- the load: every client at once, its requests one after another (kept-alive sockets) ----
+def load_phase(mix, servers, n_clients, errors, term_pids):
+    """Every client at once, its requests one after another on kept-alive sockets. With
+    term_pids, SIGTERM goes to those servers once a third of the replies are in."""
     load = [None] * len(mix)
+    lock = threading.Lock()
+    n_ok, target = [0], sum(1 for r in mix if not r["leave"]) // 3
 
     def client(c):
         conns = {n: Conn(servers[n][0]) for n in servers}
         errs = []
         for req in (r for r in mix if r["client"] == c):
+            conn = conns[req["server"]]
             try:
-                load[req["i"]] = run_one(conns[req["server"]], req, errs, req["leave"])
-            except Exception as e:  # a failed request is reported, the client goes on
-                errs.append("request %d (%s %s): %r" % (req["i"], req["server"], req["path"], e))
-                load[req["i"]] = {"error": repr(e)}
-                conns[req["server"]].close()
+                res = run_one(conn, req, errs, req["leave"])
+            except Exception as e:
+                if TERM and conn.status is None:  # no answer begun: refused, or closed while idle
+                    res = {"unserved": repr(e)}
+                else:  # a failed request is reported, the client goes on
+                    errs.append("request %d (%s %s)%s: %r" % (req["i"], req["server"], req["path"],
+                                                              ", its response cut off" if TERM else "", e))
+                    res = {"error": repr(e)}
+                conn.close()
+            load[req["i"]] = res
+            if term_pids and "text" in res:
+                with lock:
+                    n_ok[0] += 1
+                    if n_ok[0] == target:
+                        for pid in term_pids:
+                            os.kill(pid, signal.SIGTERM)
         for cn in conns.values():
             cn.close()
         with lock:
             errors.extend(errs)
 
-    t0 = time.time()
-    ts = [threading.Thread(target=client, args=(c,)) for c in range(a.clients)]
+    ts = [threading.Thread(target=client, args=(c,)) for c in range(n_clients)]
     [t.start() for t in ts]
     [t.join() for t in ts]
-    t_load = time.time() - t0
-    json.dump(load, open(os.path.join(a.out, "load.json"), "w"), indent=1)
+    return load
 
-    # ---- right after: no slot held, nothing queued (a slot of a client that left frees at the
-    # scheduler's next step, so give it a moment), 499 for each client that left, no 5xx ----
-    summary = {"requests": len(mix), "load_s": round(t_load, 2), "servers": {}}
+
+def after_load(mix, servers, errors, summary):
+    """Right after the load: no slot held, nothing queued (a slot of a client that left frees at
+    the scheduler's next step, so give it a moment), 200 for each reply, 499 for each client
+    that left, nothing else."""
     for name, (port, kind, _) in servers.items():
         mine = [r for r in mix if r["server"] == name]
         want = {(p, st): sum(1 for r in mine if r["path"] == p and bool(r["leave"]) == (st == 499))
@@ -391,20 +402,20 @@ def main():
                and 'status="499"' not in k]
         if bad:
             errors.append("%s: error statuses after the load: %s" % (name, ", ".join("%s %d" % (k, m[k]) for k in bad)))
-        summary["servers"][name] = {"requests": len(mine), "left": sum(1 for r in mine if r["leave"]),
-                                    "streamed": sum(1 for r in mine if r["body"].get("stream")),
-                                    "chats": sum(1 for r in mine if r["chat"])}
 
-    # ---- the same requests alone, not streamed, one at a time on a reference server of the same
-    # model that has seen nothing of the load (one slot, no prefix cache, no lookup: plain
-    # decoding); then some of them again on the loaded server, which must still answer the same ----
-    alone = [None] * len(mix)
-    again = [None] * len(mix)
 
-    def alone_on(name, port, res, every):
+def alone_phase(mix, servers, load, errors, again_every):
+    """The completed requests alone, not streamed, one at a time on the reference server of
+    their model, which has seen nothing of the load (one slot, no prefix cache, no lookup:
+    plain decoding); with again_every, every again_every-th once more on the loaded server (the
+    reference servers and the loaded ones all at once, one request at a time each)."""
+    alone, again = [None] * len(mix), [None] * len(mix)
+    lock = threading.Lock()
+
+    def one_by_one(name, port, res, every):
         conn = Conn(port)
         errs = []
-        done = [r for r in mix if r["server"] == name and not r["leave"]]
+        done = [r for r in mix if r["server"] == name and "text" in load[r["i"]]]
         for req in done[::every]:
             r = dict(req, body={k: v for k, v in req["body"].items() if k not in ("stream", "stream_options")})
             try:
@@ -416,23 +427,22 @@ def main():
         with lock:
             errors.extend(errs)
 
-    t0 = time.time()
-    ts = [threading.Thread(target=alone_on, args=(n, v[2], alone, 1)) for n, v in servers.items()] + \
-         [threading.Thread(target=alone_on, args=(n, v[0], again, 8)) for n, v in servers.items()]
+    ts = [threading.Thread(target=one_by_one, args=(n, v[2], alone, 1)) for n, v in servers.items()]
+    if again_every:
+        ts += [threading.Thread(target=one_by_one, args=(n, v[0], again, again_every)) for n, v in servers.items()]
     [t.start() for t in ts]
     [t.join() for t in ts]
-    summary["alone_s"] = round(time.time() - t0, 2)
-    json.dump(alone, open(os.path.join(a.out, "alone.json"), "w"), indent=1)
-    json.dump(again, open(os.path.join(a.out, "again.json"), "w"), indent=1)
+    return alone, again
 
-    # ---- compare ----
+
+def compare(mix, load, alone, again, errors):
+    """Each completed reply (and its repeat) against the reference: text, finish_reason and
+    usage; ids unique. Returns how many were identical."""
     same, ids = 0, set()
     for req in mix:
-        if req["leave"]:
-            continue
         i, got, ref, ag = req["i"], load[req["i"]], alone[req["i"]], again[req["i"]]
-        if not got or not ref or "text" not in got or "text" not in ref or (ag and "text" not in ag):
-            continue  # reported already
+        if "text" not in got or not ref or "text" not in ref or (ag and "text" not in ag):
+            continue  # left, refused while stopping, or reported already
         for r in (x for x in (got, ref, ag) if x):
             if r["id"] in ids:
                 errors.append("request %d: id %s given twice" % (i, r["id"]))
@@ -460,12 +470,12 @@ def main():
             errors.append("request %d: finish_reason %s with usage %r and max_tokens %d" % (i, ref["finish_reason"], us, mt))
             continue
         same += 1
-    summary["identical"] = same
-    summary["completed"] = sum(1 for r in mix if not r["leave"])
+    return same
 
-    # ---- the counters agree: the requests sent again answered 200 too, the reference servers
-    # answered each one once; the clients that left produced a little before their slot was
-    # freed, not their 1500 tokens ----
+
+def counters(mix, servers, alone, again, errors, summary):
+    """The requests sent again answered 200 too, the reference servers answered each one once;
+    the clients that left made a few tokens before their slot was freed, not their 1500."""
     for name, (port, kind, ref) in servers.items():
         mine = [r for r in mix if r["server"] == name]
         for pt, res, times in ((port, again, 1), (ref, alone, 0)):
@@ -488,8 +498,11 @@ def main():
             errors.append("%s at the end: %d slots active, %d queued" % (name, m["tessera_active_slots"],
                                                                          m["tessera_queue_depth"]))
 
-    # ---- one client leaving alone, not streamed and streamed: its slot is free within a moment
-    # and it has cost a few tokens, not the 2000 it asked for ----
+
+def lone_leavers(servers, errors, summary):
+    """One client leaving alone, not streamed and streamed: its slot is free within a moment and
+    it has cost a few tokens, not the 2000 it asked for."""
+    k499 = 'tessera_requests_total{endpoint="/v1/completions",status="499"}'
     for name, (port, kind, _) in servers.items():
         for k, leave in enumerate(({"after_s": 0.05, "abrupt": False}, {"after_events": 1, "abrupt": True})):
             before = metrics(port)
@@ -501,12 +514,7 @@ def main():
             except Exception as e:
                 errors.append("%s, a lone client leaving: %r" % (name, e))
             t_left = time.time()
-            k499 = 'tessera_requests_total{endpoint="/v1/completions",status="499"}'
-            while True:
-                m = metrics(port)
-                if m["tessera_active_slots"] == 0 and m.get(k499, 0) > before.get(k499, 0) or time.time() > t_left + 5:
-                    break
-                time.sleep(0.01)
+            m = settle(port, lambda m: m["tessera_active_slots"] == 0 and m.get(k499, 0) > before.get(k499, 0), 5)
             freed = time.time() - t_left
             n = m["tessera_generated_tokens_total"] - before["tessera_generated_tokens_total"]
             what = "%s, a lone %s client leaving" % (name, "streamed" if "after_events" in leave else "plain")
@@ -514,14 +522,67 @@ def main():
             if freed > 1 or n > 1000 or m.get(k499, 0) != before.get(k499, 0) + 1:
                 errors.append("%s: its slot freed %.2f s after, %d tokens generated, 499 counted %d times" % (
                     what, freed, n, m.get(k499, 0) - before.get(k499, 0)))
+
+
+def main():
+    global TERM
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--server", action="append", required=True, help="NAME=PORT:KIND:REF_PORT")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--per", type=int, default=8)
+    ap.add_argument("--term", help="PID,...: SIGTERM to these (the loaded servers) a third into the load")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    servers = {}
+    for s in a.server:
+        name, rest = s.split("=")
+        port, kind, ref = rest.split(":")
+        servers[name] = (int(port), kind, int(ref))
+    term_pids = [int(p) for p in a.term.split(",")] if a.term else []
+    TERM = bool(term_pids)
+    mix = make_mix(a.seed, a.clients, a.per, servers)
+    json.dump(mix, open(os.path.join(a.out, "requests.json"), "w"), indent=1)
+    errors = []
+    summary = {"requests": len(mix), "servers": {n: {
+        "requests": sum(1 for r in mix if r["server"] == n), "left": sum(1 for r in mix if r["server"] == n and r["leave"]),
+        "streamed": sum(1 for r in mix if r["server"] == n and r["body"].get("stream")),
+        "chats": sum(1 for r in mix if r["server"] == n and r["chat"])} for n in servers}}
+
+    t0 = time.time()
+    load = load_phase(mix, servers, a.clients, errors, term_pids)
+    summary["load_s"] = round(time.time() - t0, 2)
+    json.dump(load, open(os.path.join(a.out, "load.json"), "w"), indent=1)
+    if not TERM:
+        after_load(mix, servers, errors, summary)
+    t0 = time.time()
+    alone, again = alone_phase(mix, servers, load, errors, 0 if TERM else 8)
+    summary["alone_s"] = round(time.time() - t0, 2)
+    json.dump(alone, open(os.path.join(a.out, "alone.json"), "w"), indent=1)
+    json.dump(again, open(os.path.join(a.out, "again.json"), "w"), indent=1)
+    summary["identical"] = compare(mix, load, alone, again, errors)
+    summary["completed"] = sum(1 for r in load if "text" in r)
+    if TERM:
+        # every answer begun was finished: a reply whole, or a 503 saying the server is stopping;
+        # the rest found the socket closed before anything was sent back
+        kinds = {k: sum(1 for r in load if k in r) for k in ("text", "refused", "unserved", "left")}
+        summary.update(kinds)
+        if not kinds["text"] or not kinds["refused"] + kinds["unserved"]:
+            errors.append("SIGTERM did not land in the middle of the load: %r" % kinds)
+        msg = "%d replies whole (%d identical to their run alone), %d refused with 503, %d unanswered, %d left" % (
+            kinds["text"], summary["identical"], kinds["refused"], kinds["unserved"], kinds["left"])
+    else:
+        counters(mix, servers, alone, again, errors, summary)
+        lone_leavers(servers, errors, summary)
+        msg = "%s; %d of %d completed identical to their run alone" % (", ".join(
+            "%s: %d, %d streamed, %d chats, %d left, %d tokens after leaving" % (
+                n, v["requests"], v["streamed"], v["chats"], v["left"], v["tokens_after_leaving"])
+            for n, v in summary["servers"].items()), summary["identical"], summary["completed"])
     json.dump(summary, open(os.path.join(a.out, "summary.json"), "w"), indent=1)
     for e in errors:
         print("FAIL: " + e, file=sys.stderr)
-    print("serve_load: %d requests from %d clients (%s); %d of %d completed identical to their run alone; "
-          "load %.1f s, alone %.1f s" % (len(mix), a.clients, ", ".join(
-              "%s: %d, %d streamed, %d chats, %d left, %d tokens after leaving" % (
-                  n, v["requests"], v["streamed"], v["chats"], v["left"], v["tokens_after_leaving"])
-              for n, v in summary["servers"].items()), same, summary["completed"], t_load, summary["alone_s"]))
+    print("serve_load%s: %d requests from %d clients: %s; load %.1f s, alone %.1f s" % (
+        " (SIGTERM a third in)" if TERM else "", len(mix), a.clients, msg, summary["load_s"], summary["alone_s"]))
     sys.exit(1 if errors else 0)
 
 

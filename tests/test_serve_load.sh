@@ -11,8 +11,11 @@
 # (text, finish_reason, usage), the same request sent alone afterwards, not streamed; some also
 # equal `tessera run`. After the load /metrics shows no slot held, no queue, 499 for each client
 # that left, no other error status, little generated after the clients left; a lone client
-# leaving frees its slot at once; the logs have no error; SIGTERM exits 0. Under ASan+UBSan
-# (detected from the binary) the clients send 4 requests each instead of 8.
+# leaving frees its slot at once; the logs have no error; SIGTERM exits 0. Round 3: SIGTERM a
+# third into the load; every answer begun is finished (the replies in flight whole and equal to
+# the same request alone, the others a whole 503 or a closed socket), no request is dropped
+# after it was taken in (no 499 but the clients that left), exit 0. Under ASan+UBSan (detected
+# from the binary) the clients send 4 requests each instead of 8 (TS_LOAD_PER sets it).
 set -u
 NAME=serve_load
 source "$(dirname "$0")/lib.sh"
@@ -33,36 +36,66 @@ Q="$TMP/q"
 "$BIN" synth qwen3-0.6b-tiny "$Q" --seed 5 --vocab 151936 --tokenizer "$SHARED/tokenizers/qwen3" >/dev/null || { bad "synth"; finish; exit; }
 
 REF=(--threads 1 --parallel 1 --cache-mb 0 --lookup 0)
-# round SEED STORY_ARGS CHAT_ARGS: one round in $TMP/rSEED
-round() {
-    local seed=$1 d="$TMP/r$1"
+# start4 DIR STORY_ARGS CHAT_ARGS: the two loaded servers and their references (plain decoding,
+# one request at a time, nothing kept from the load); sets PS PC PSR PCR (ports), SS SC SSR SCR
+start4() {
+    local d=$1
     mkdir -p "$d"
     read -ra sargs <<<"$2"
     read -ra cargs <<<"$3"
     serve_start "$d/story.log" "$S" "${sargs[@]}"
-    local ps=$PORT ss=$SPID
+    PS=$PORT SS=$SPID
     serve_start "$d/chat.log" "$Q" --ctx 2048 "${cargs[@]}"
-    local pc=$PORT sc=$SPID
-    # the references: plain decoding, one request at a time, nothing kept from the load
+    PC=$PORT SC=$SPID
     serve_start "$d/story-ref.log" "$S" "${REF[@]}"
-    local psr=$PORT ssr=$SPID
+    PSR=$PORT SSR=$SPID
     serve_start "$d/chat-ref.log" "$Q" --ctx 2048 "${REF[@]}"
-    local pcr=$PORT scr=$SPID
-    python3 "$HERE/serve_load.py" --server "story=$ps:story:$psr" --server "chat=$pc:chat:$pcr" --seed "$seed" \
+    PCR=$PORT SCR=$SPID
+}
+
+# stop WHAT PID...: SIGTERM, and each exits 0
+stop() {
+    local what=$1 p rc
+    shift
+    kill -TERM "$@" 2>/dev/null
+    for p in "$@"; do
+        wait "$p"
+        rc=$?
+        [ $rc = 0 ] && ok || bad "$what: a server exited $rc after SIGTERM"
+    done
+}
+
+# round SEED STORY_ARGS CHAT_ARGS: one round in $TMP/rSEED
+round() {
+    local seed=$1 d="$TMP/r$1"
+    start4 "$d" "$2" "$3"
+    python3 "$HERE/serve_load.py" --server "story=$PS:story:$PSR" --server "chat=$PC:chat:$PCR" --seed "$seed" \
         --clients 16 --per "$PER" --out "$d" && ok || bad "round $seed: the load (above)"
     check_run "$d"
-    # still answering; SIGTERM exits 0
-    for p in "$ps" "$pc"; do
+    for p in "$PS" "$PC"; do # still answering
         out=$(curl -sS -m 10 "http://127.0.0.1:$p/health")
         grep -q '"status":"ok",.*"active":0,"queued":0' <<<"$out" && ok || bad "round $seed: /health after the load: $out"
     done
-    kill -TERM "$ss" "$sc" "$ssr" "$scr"
-    for p in "$ss" "$sc" "$ssr" "$scr"; do
-        wait "$p"
-        rc=$?
-        [ $rc = 0 ] && ok || bad "round $seed: exit $rc after SIGTERM: $(tail -5 "$d"/*.log)"
-    done
-    check_logs "$d"/*.log
+    stop "round $seed" "$SS" "$SC" "$SSR" "$SCR"
+    check_logs '200\|499' "$d"/*.log
+}
+
+# term_round SEED STORY_ARGS CHAT_ARGS: SIGTERM to the loaded servers a third into the load;
+# each answer begun is finished (the requests in flight go on to their end and equal the same
+# request alone; the others get a whole 503 or find the socket closed), and they exit 0
+term_round() {
+    local seed=$1 d="$TMP/t$1"
+    start4 "$d" "$2" "$3"
+    python3 "$HERE/serve_load.py" --server "story=$PS:story:$PSR" --server "chat=$PC:chat:$PCR" --seed "$seed" \
+        --clients 16 --per "$PER" --term "$SS,$SC" --out "$d" && ok || bad "SIGTERM under load: (above)"
+    stop "SIGTERM under load" "$SS" "$SC"
+    stop "SIGTERM under load, the references" "$SSR" "$SCR"
+    # a 499 is a client that left; one more would be a request taken in and then dropped
+    local n499 left
+    n499=$(cat "$d/story.log" "$d/chat.log" | grep -c '^tessera serve: POST .* 499, ')
+    left=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['left'])" "$d/summary.json")
+    [ "$n499" -le "$left" ] && ok || bad "SIGTERM under load: $n499 requests logged 499, $left clients left"
+    check_logs '200\|499\|503' "$d"/*.log
 }
 
 # check_run DIR: some of the round's requests equal `tessera run` (its own decode loop, one
@@ -115,11 +148,14 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-# check_logs LOG...: start-up lines, one line per request (200, or 499 for a client that left),
-# libmicrohttpd's notes on the connections those clients dropped, the drain; nothing else
+# check_logs STATUSES LOG...: start-up lines, one line per request (STATUSES, a grep pattern:
+# 200, 499 for a client that left, 503 while stopping), libmicrohttpd's notes on the connections
+# those clients dropped, the drain; nothing else
 check_logs() {
+local st=$1 log
+shift
 for log in "$@"; do
-    odd=$(grep -v -e '^tessera serve: POST /v1/\(chat/\)\?completions \(200\|499\), [0-9]* prompt' \
+    odd=$(grep -v -e "^tessera serve: POST /v1/\\(chat/\\)\\?completions \\($st\\), [0-9]* prompt" \
         -e '^tessera serve: \(model\|listening\|note: the model has no chat template\)' \
         -e '^tessera serve: libmicrohttpd: Failed to send the [a-z ]* for the request for `/v1/[a-z/]*'"'"'\. Error: \(The connection was forcibly closed by remote peer\|The socket is no longer available for sending\)$' \
         -e '^tessera serve: libmicrohttpd: \(Application reported internal error, closing connection\|Closing connection (application error generating response)\)\.$' \
@@ -130,5 +166,6 @@ done
 
 round 7 "--threads 1 --parallel 8" "--threads 1 --parallel 4 --lookup 0 --cache-mb 1"
 round 8 "--threads 1 --parallel 3 --lookup 0 --cache-mb 1" "--threads 2 --parallel 8 --lookup 8"
+term_round 9 "--threads 1 --parallel 4" "--threads 1 --parallel 2"
 echo "serve_load: $(python3 -c "import time,sys; print('%.1f' % (time.time() - float(sys.argv[1])))" "$T0") s in all"
 finish
