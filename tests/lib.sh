@@ -50,7 +50,7 @@ serve_start() {
     PIDS+=("$SPID")
     PORT=
     for _ in $(seq 100); do
-        PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$log")
+        PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\)$|\1|p' "$log" 2>/dev/null)
         [ -n "$PORT" ] && return 0
         kill -0 "$SPID" 2>/dev/null || break
         sleep 0.1

@@ -65,9 +65,10 @@ struct ts_server {
     struct MHD_Daemon *d;
     int port;
     int64_t started;
+    uint64_t id_salt; /* this process's: ids differ between servers started the same second */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int inflight; /* requests with the scheduler whose response has not finished */
+    int inflight; /* generation requests past the draining check whose response has not finished */
     int draining;
     uint64_t counter;
 };
@@ -89,7 +90,8 @@ typedef struct conn_ctx {
     int too_large;
     int responded; /* a response is queued: the rest of the upload is dropped */
     int status;    /* for /metrics */
-    int inflight;  /* counted in ts_server.inflight */
+    int held;      /* counted in ts_server.inflight: shutdown waits for its response */
+    int inflight;  /* with the scheduler: a connection that ends early is the client leaving (499) */
     double t0;
     int n_prompt, n_gen, n_cached;
     int n_drafted, n_accepted;
@@ -190,7 +192,7 @@ static void make_id(ts_server *s, const char *prefix, char *out, size_t n) {
     pthread_mutex_lock(&s->mu);
     uint64_t k = ++s->counter;
     pthread_mutex_unlock(&s->mu);
-    uint64_t x = k * 0x9E3779B97F4A7C15ull ^ (uint64_t)s->started * 0xBF58476D1CE4E5B9ull;
+    uint64_t x = k * 0x9E3779B97F4A7C15ull ^ s->id_salt * 0xBF58476D1CE4E5B9ull;
     x ^= x >> 31;
     snprintf(out, n, "%s%016llx%08llx", prefix, (unsigned long long)x, (unsigned long long)k);
 }
@@ -399,9 +401,6 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
                             : "the server is shutting down%s",
                     s->o.max_queue, "");
     }
-    pthread_mutex_lock(&s->mu);
-    s->inflight++;
-    pthread_mutex_unlock(&s->mu);
     cc->inflight = 1;
     set_timeout(c, 0); /* the server is the slow one now */
 
@@ -462,7 +461,9 @@ static enum MHD_Result serve_generate(ts_server *s, struct MHD_Connection *c, co
         free(piece);
         free(toks);
         if (over) break;
-        if (client_gone(c)) { /* nothing is written until the end: a write cannot tell */
+        /* Asked after every piece, not only when none came: while text flows a wait never
+         * times out, and a client that left would hold its slot to the end of its reply. */
+        if (client_gone(c)) {
             ts_sreq_cancel(r);
             ts_sreq_release(r);
             ts_reply_free(rp);
@@ -572,10 +573,15 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     case R_CHAT:
     case R_COMPLETIONS: {
+        /* Counted before it is let through, in one step with the check: a request counted only
+         * once with the scheduler could pass the check, let shutdown see nothing in flight and
+         * close the connection, and then be dropped without a response. */
         pthread_mutex_lock(&s->mu);
         int dr = s->draining;
+        if (!dr) s->inflight++;
         pthread_mutex_unlock(&s->mu);
         if (dr) return fail(c, cc, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+        cc->held = 1;
         return serve_generate(s, c, cc);
     }
     default: break;
@@ -605,7 +611,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
                   cc->n_cached, cc->n_gen, ts_now_s() - cc->t0, pieces, look);
         }
     }
-    if (cc->inflight) {
+    if (cc->held) {
         pthread_mutex_lock(&s->mu);
         s->inflight--;
         pthread_cond_broadcast(&s->cv);
@@ -650,6 +656,11 @@ ts_status ts_server_start(ts_session *sess, const ts_server_opts *o, ts_server *
     s->n_ctx = ts_session_n_ctx(sess);
     s->ctx_src = ts_session_ctx_source(sess);
     s->started = (int64_t)time(NULL);
+    {
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        s->id_salt = ((uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec) ^ (uint64_t)getpid() << 40;
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     s->metrics = ts_smetrics_new();
