@@ -32,12 +32,86 @@ static inline void axpy(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* s0 + s1 of dot()'s two accumulators for 4 keys at once (q loaded once per block for the 4
+ * of them), before the horizontal sum. hd % 8 == 0. */
+static inline void dot4_acc(const float *q, const float *k, int stride, int n, __m256 r[4]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const float *k0 = k, *k1 = k + stride, *k2 = k + 2 * (size_t)stride, *k3 = k + 3 * (size_t)stride;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 x = _mm256_loadu_ps(q + i), y = _mm256_loadu_ps(q + i + 8);
+        a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + i), a0);
+        b0 = _mm256_fmadd_ps(y, _mm256_loadu_ps(k0 + i + 8), b0);
+        a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k1 + i), a1);
+        b1 = _mm256_fmadd_ps(y, _mm256_loadu_ps(k1 + i + 8), b1);
+        a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k2 + i), a2);
+        b2 = _mm256_fmadd_ps(y, _mm256_loadu_ps(k2 + i + 8), b2);
+        a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k3 + i), a3);
+        b3 = _mm256_fmadd_ps(y, _mm256_loadu_ps(k3 + i + 8), b3);
+    }
+    if (i + 8 <= n) {
+        __m256 x = _mm256_loadu_ps(q + i);
+        a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + i), a0);
+        a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k1 + i), a1);
+        a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k2 + i), a2);
+        a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k3 + i), a3);
+    }
+    r[0] = _mm256_add_ps(a0, b0), r[1] = _mm256_add_ps(a1, b1);
+    r[2] = _mm256_add_ps(a2, b2), r[3] = _mm256_add_ps(a3, b3);
+}
+
+/* dot()'s reduction tree (lo + hi halves, then elements 0+2 and 1+3, then those two) applied
+ * to 4 vectors at once; per lane: [ (0+2) (1+3) of the 1st/3rd vector | of the 2nd/4th ]. */
+static inline __m256 tree4(const __m256 r[4]) {
+    __m256 x = _mm256_add_ps(_mm256_permute2f128_ps(r[0], r[1], 0x20), _mm256_permute2f128_ps(r[0], r[1], 0x31));
+    __m256 y = _mm256_add_ps(_mm256_permute2f128_ps(r[2], r[3], 0x20), _mm256_permute2f128_ps(r[2], r[3], 0x31));
+    return _mm256_add_ps(_mm256_shuffle_ps(x, y, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+/* One query row: scores of 8 keys at a time with the arithmetic dot() gives each (so the row is
+ * bit-identical to the per-key form), then the p * v sum over all keys in registers, 64 output
+ * floats at a time, in key order with one fma per element and key as axpy() did. */
 void ts_cpu_attn_row_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx,
                           int stride, int hd, float scale, float *scores) {
-    for (int j = 0; j < n_ctx; j++) scores[j] = dot(q, k + (size_t)j * stride, hd) * scale;
+    int j = 0;
+    if (hd % 8 == 0) {
+        const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (; j + 8 <= n_ctx; j += 8) {
+            __m256 r[4];
+            dot4_acc(q, k + (size_t)j * stride, stride, hd, r);
+            __m256 z0 = tree4(r);
+            dot4_acc(q, k + (size_t)(j + 4) * stride, stride, hd, r);
+            __m256 z1 = tree4(r);
+            /* hadd: per lane [key0 key2 key4 key6 | key1 key3 key5 key7] */
+            __m256 d = _mm256_permutevar8x32_ps(_mm256_hadd_ps(z0, z1), perm);
+            _mm256_storeu_ps(scores + j, _mm256_mul_ps(d, vs));
+        }
+    }
+    for (; j < n_ctx; j++) scores[j] = dot(q, k + (size_t)j * stride, hd) * scale;
     ts_cpu_softmax(scores, n_ctx);
-    for (int i = 0; i < hd; i++) out[i] = 0;
-    for (int j = 0; j < n_ctx; j++) axpy(out, scores[j], v + (size_t)j * stride, hd);
+    int i = 0;
+    for (; i + 64 <= hd; i += 64) {
+        __m256 o[8];
+        for (int u = 0; u < 8; u++) o[u] = _mm256_setzero_ps();
+        const float *vj = v + i;
+        for (int t = 0; t < n_ctx; t++, vj += stride) {
+            __m256 p = _mm256_broadcast_ss(scores + t);
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) o[u] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vj + 8 * u), o[u]);
+        }
+        for (int u = 0; u < 8; u++) _mm256_storeu_ps(out + i + 8 * u, o[u]);
+    }
+    for (; i + 8 <= hd; i += 8) {
+        __m256 o = _mm256_setzero_ps();
+        for (int t = 0; t < n_ctx; t++) o = _mm256_fmadd_ps(_mm256_broadcast_ss(scores + t), _mm256_loadu_ps(v + (size_t)t * stride + i), o);
+        _mm256_storeu_ps(out + i, o);
+    }
+    for (; i < hd; i++) {
+        float o = 0;
+        for (int t = 0; t < n_ctx; t++) o += scores[t] * v[(size_t)t * stride + i];
+        out[i] = o;
+    }
 }
 
 /* Dots of 8 query rows with one key row, reduced together: one transpose-add tree for the 8
