@@ -89,6 +89,14 @@ static void check_row(const char *name, ts_attn_row_fn row, int hd, int group, i
     if (m.rel_l2 > g_worst) g_worst = m.rel_l2;
     CHECK(m.rel_l2 <= 2e-6 && m.nonfinite == 0, "%s hd=%d group=%d n_ctx=%d: rel_l2 %.3e nonfinite %lld", name, hd, group,
           n_ctx, m.rel_l2, (long long)m.nonfinite);
+    /* The grouped call (all q heads of a kv head at once) gives each head exactly the row's result. */
+    float *grp = malloc(sizeof(float) * (size_t)nh * hd), *gsc = malloc(sizeof(float) * (size_t)group * n_ctx);
+    for (int g = 0; g < n_kv; g++)
+        ts_cpu_attn_group_avx2(grp + (size_t)g * group * hd, q + (size_t)g * group * hd, k + (size_t)g * hd,
+                               v + (size_t)g * hd, n_ctx, stride, hd, scale, gsc, group);
+    CHECK(!memcmp(grp, got, sizeof(float) * (size_t)nh * hd), "%s hd=%d group=%d n_ctx=%d: grouped != row", name, hd,
+          group, n_ctx);
+    free(grp), free(gsc);
     free(k), free(v), free(q), free(got), free(want), free(sc);
 }
 
