@@ -66,7 +66,52 @@ static void check(const char *name, tile_fn tile, int hd, int n_ctx0, int T) {
     free(k), free(v), free(q), free(out), free(want), free(sc), free(row), free(got);
 }
 
+/* Decode rows (attn_row) at the real shapes: head_dim 128 and 64, n_kv_heads 8 with GQA groups
+ * 2 (Qwen3-0.6B's 16/8) and 4 (Llama's 32/8), the cache laid out [pos][n_kv_heads * hd] and q
+ * [n_heads * hd]; every head of the row against the scalar row, contexts 1..4096 (whole and
+ * partial blocks of 8 keys). */
+static void check_row(const char *name, ts_attn_row_fn row, int hd, int group, int n_ctx) {
+    int n_kv = 8, nh = n_kv * group, stride = n_kv * hd;
+    float *k = malloc(sizeof(float) * (size_t)n_ctx * stride), *v = malloc(sizeof(float) * (size_t)n_ctx * stride);
+    float *q = malloc(sizeof(float) * (size_t)nh * hd), *got = malloc(sizeof(float) * (size_t)nh * hd);
+    float *want = malloc(sizeof(float) * (size_t)nh * hd), *sc = malloc(sizeof(float) * (size_t)n_ctx);
+    for (size_t i = 0; i < (size_t)n_ctx * stride; i++) k[i] = frand(), v[i] = frand();
+    for (int i = 0; i < nh * hd; i++) q[i] = 3 * frand();
+    float scale = 1.0f / sqrtf((float)hd);
+    for (int h = 0; h < nh; h++) {
+        int g = h / group;
+        ts_cpu_attn_row_scalar(want + (size_t)h * hd, q + (size_t)h * hd, k + (size_t)g * hd, v + (size_t)g * hd, n_ctx,
+                               stride, hd, scale, sc);
+        row(got + (size_t)h * hd, q + (size_t)h * hd, k + (size_t)g * hd, v + (size_t)g * hd, n_ctx, stride, hd, scale, sc);
+    }
+    ts_metrics m;
+    ts_metrics_compute(got, want, nh, hd, &m);
+    if (m.rel_l2 > g_worst) g_worst = m.rel_l2;
+    CHECK(m.rel_l2 <= 2e-6 && m.nonfinite == 0, "%s hd=%d group=%d n_ctx=%d: rel_l2 %.3e nonfinite %lld", name, hd, group,
+          n_ctx, m.rel_l2, (long long)m.nonfinite);
+    /* The grouped call (all q heads of a kv head at once) gives each head exactly the row's result. */
+    float *grp = malloc(sizeof(float) * (size_t)nh * hd), *gsc = malloc(sizeof(float) * (size_t)group * n_ctx);
+    for (int g = 0; g < n_kv; g++)
+        ts_cpu_attn_group_avx2(grp + (size_t)g * group * hd, q + (size_t)g * group * hd, k + (size_t)g * hd,
+                               v + (size_t)g * hd, n_ctx, stride, hd, scale, gsc, group);
+    CHECK(!memcmp(grp, got, sizeof(float) * (size_t)nh * hd), "%s hd=%d group=%d n_ctx=%d: grouped != row", name, hd,
+          group, n_ctx);
+    free(grp), free(gsc);
+    free(k), free(v), free(q), free(got), free(want), free(sc);
+}
+
 int main(void) {
+    if (ts_cpu_variant_supported(TS_CPU_AVX2)) {
+        static const int rctx[] = {1, 2, 7, 8, 9, 15, 16, 17, 136, 1000, 4096}, rhd[] = {128, 64}, rgroup[] = {2, 4};
+        int n = 0;
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++)
+                for (size_t c = 0; c < sizeof rctx / sizeof rctx[0]; c++, n++)
+                    check_row("avx2 row", ts_cpu_attn_row_avx2, rhd[a], rgroup[b], rctx[c]);
+        printf("avx2 row: %d shapes checked against the scalar row, worst rel_l2 %.2e\n", n, g_worst);
+        g_worst = 0;
+    } else
+        th_isa_gap(ts_cpu_variant_name(TS_CPU_AVX2), "avx2 row");
     static const int hds[] = {16, 32, 64, 128}, ctxs[] = {1, 17, 300}, ts[] = {TS_ATTN_TILE, 5, 1};
     struct {
         const char *name;

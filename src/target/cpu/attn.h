@@ -17,6 +17,12 @@ void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const fl
 void ts_cpu_attn_row_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx,
                           int stride, int hd, float scale, float *scores);
 
+/* G query heads that share one kv head (a GQA group), q and out G x hd contiguous: each head's
+ * result is bit-identical to ts_cpu_attn_row_avx2's for it, but each cached K and V row is read
+ * from memory once for the group. scores: G x n_ctx. */
+void ts_cpu_attn_group_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx, int stride,
+                            int hd, float scale, float *scores, int G);
+
 /* T consecutive query rows of one head (prefill): row t attends positions 0..n_ctx0 + t - 1.
  * Each cached key and value row is read once for the whole tile instead of once per query,
  * which is what bounds prefill attention (the cache does not fit in L2).

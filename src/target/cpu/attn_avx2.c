@@ -32,12 +32,111 @@ static inline void axpy(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
+/* s0 + s1 of dot()'s two accumulators for 4 keys at once (q loaded once per block for the 4
+ * of them), before the horizontal sum. hd % 8 == 0. */
+static inline void dot4_acc(const float *q, const float *k, int stride, int n, __m256 r[4]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    const float *k0 = k, *k1 = k + stride, *k2 = k + 2 * (size_t)stride, *k3 = k + 3 * (size_t)stride;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 x = _mm256_loadu_ps(q + i), y = _mm256_loadu_ps(q + i + 8);
+        a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + i), a0);
+        b0 = _mm256_fmadd_ps(y, _mm256_loadu_ps(k0 + i + 8), b0);
+        a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k1 + i), a1);
+        b1 = _mm256_fmadd_ps(y, _mm256_loadu_ps(k1 + i + 8), b1);
+        a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k2 + i), a2);
+        b2 = _mm256_fmadd_ps(y, _mm256_loadu_ps(k2 + i + 8), b2);
+        a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k3 + i), a3);
+        b3 = _mm256_fmadd_ps(y, _mm256_loadu_ps(k3 + i + 8), b3);
+    }
+    if (i + 8 <= n) {
+        __m256 x = _mm256_loadu_ps(q + i);
+        a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k0 + i), a0);
+        a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k1 + i), a1);
+        a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k2 + i), a2);
+        a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k3 + i), a3);
+    }
+    r[0] = _mm256_add_ps(a0, b0), r[1] = _mm256_add_ps(a1, b1);
+    r[2] = _mm256_add_ps(a2, b2), r[3] = _mm256_add_ps(a3, b3);
+}
+
+/* dot()'s reduction tree (lo + hi halves, then elements 0+2 and 1+3, then those two) applied
+ * to 4 vectors at once; per lane: [ (0+2) (1+3) of the 1st/3rd vector | of the 2nd/4th ]. */
+static inline __m256 tree4(const __m256 r[4]) {
+    __m256 x = _mm256_add_ps(_mm256_permute2f128_ps(r[0], r[1], 0x20), _mm256_permute2f128_ps(r[0], r[1], 0x31));
+    __m256 y = _mm256_add_ps(_mm256_permute2f128_ps(r[2], r[3], 0x20), _mm256_permute2f128_ps(r[2], r[3], 0x31));
+    return _mm256_add_ps(_mm256_shuffle_ps(x, y, _MM_SHUFFLE(1, 0, 1, 0)), _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+/* Scores of one query row over keys [j0, j1), 8 keys at a time with the arithmetic dot() gives
+ * each (so a score does not depend on the blocking), the rest one by one. */
+static void scores_row(float *sc, const float *q, const float *k, int j0, int j1, int stride, int hd, float scale) {
+    int j = j0;
+    if (hd % 8 == 0) {
+        const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        const __m256 vs = _mm256_set1_ps(scale);
+        for (; j + 8 <= j1; j += 8) {
+            __m256 r[4];
+            dot4_acc(q, k + (size_t)j * stride, stride, hd, r);
+            __m256 z0 = tree4(r);
+            dot4_acc(q, k + (size_t)(j + 4) * stride, stride, hd, r);
+            __m256 z1 = tree4(r);
+            /* hadd: per lane [key0 key2 key4 key6 | key1 key3 key5 key7] */
+            __m256 d = _mm256_permutevar8x32_ps(_mm256_hadd_ps(z0, z1), perm);
+            _mm256_storeu_ps(sc + j, _mm256_mul_ps(d, vs));
+        }
+    }
+    for (; j < j1; j++) sc[j] = dot(q, k + (size_t)j * stride, hd) * scale;
+}
+
+/* out[0, hd) (+)= sum over keys [j0, j1) of p_j v_j, in key order with one fma per element and
+ * key as axpy() did, 64 output floats held in registers at a time. first: out starts at 0. */
+static void pv_row(float *out, const float *p, const float *v, int j0, int j1, int stride, int hd, int first) {
+    int i = 0;
+    for (; i + 64 <= hd; i += 64) {
+        __m256 o[8];
+        for (int u = 0; u < 8; u++) o[u] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + i + 8 * u);
+        const float *vj = v + (size_t)j0 * stride + i;
+        for (int t = j0; t < j1; t++, vj += stride) {
+            __m256 pt = _mm256_broadcast_ss(p + t);
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) o[u] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vj + 8 * u), o[u]);
+        }
+        for (int u = 0; u < 8; u++) _mm256_storeu_ps(out + i + 8 * u, o[u]);
+    }
+    for (; i + 8 <= hd; i += 8) {
+        __m256 o = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + i);
+        for (int t = j0; t < j1; t++) o = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(v + (size_t)t * stride + i), o);
+        _mm256_storeu_ps(out + i, o);
+    }
+    for (; i < hd; i++) {
+        float o = first ? 0.0f : out[i];
+        for (int t = j0; t < j1; t++) o += p[t] * v[(size_t)t * stride + i];
+        out[i] = o;
+    }
+}
+
+/* Keys per block of the grouped row: a block of K (or V) rows stays in L1 while every head of
+ * the group reads it. */
+#define GROUP_KEYS 32
+
+void ts_cpu_attn_group_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx, int stride,
+                            int hd, float scale, float *scores, int G) {
+    for (int j = 0; j < n_ctx; j += GROUP_KEYS) {
+        int j1 = j + GROUP_KEYS < n_ctx ? j + GROUP_KEYS : n_ctx;
+        for (int h = 0; h < G; h++) scores_row(scores + (size_t)h * n_ctx, q + (size_t)h * hd, k, j, j1, stride, hd, scale);
+    }
+    for (int h = 0; h < G; h++) ts_cpu_softmax(scores + (size_t)h * n_ctx, n_ctx);
+    for (int j = 0; j < n_ctx; j += GROUP_KEYS) {
+        int j1 = j + GROUP_KEYS < n_ctx ? j + GROUP_KEYS : n_ctx;
+        for (int h = 0; h < G; h++) pv_row(out + (size_t)h * hd, scores + (size_t)h * n_ctx, v, j, j1, stride, hd, j == 0);
+    }
+}
+
+/* One query row: the grouped form with a group of one, the same arithmetic per head. */
 void ts_cpu_attn_row_avx2(float *out, const float *q, const float *k, const float *v, int n_ctx,
                           int stride, int hd, float scale, float *scores) {
-    for (int j = 0; j < n_ctx; j++) scores[j] = dot(q, k + (size_t)j * stride, hd) * scale;
-    ts_cpu_softmax(scores, n_ctx);
-    for (int i = 0; i < hd; i++) out[i] = 0;
-    for (int j = 0; j < n_ctx; j++) axpy(out, scores[j], v + (size_t)j * stride, hd);
+    ts_cpu_attn_group_avx2(out, q, k, v, n_ctx, stride, hd, scale, scores, 1);
 }
 
 /* Dots of 8 query rows with one key row, reduced together: one transpose-add tree for the 8

@@ -226,6 +226,29 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
         }
         return;
     }
+    if (c->variant >= TS_CPU_AVX2 && group <= TS_ATTN_TILE) {
+        /* Decode rows (and prefill without tiles): the q heads of a GQA group in one call, so
+         * each cached row is read once per group; the same call whether a row is alone or in a
+         * batch, so a row's result does not depend on the batch. */
+        float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)(c->sc_len + 16);
+        int nkv = cf->n_kv_heads;
+        ts_cpu_split(c->S * nkv, ith, nth, 1, &a, &b);
+        for (int it = a; it < b; it++) {
+            int s = it / nkv, g = it % nkv, n_ctx = c->pos0 + s + 1;
+            const float *kr = kc, *vr = vc;
+            if (c->batch) {
+                const ts_cpu_seq *kv = c->row_kv[s];
+                size_t off = (size_t)c->layer * (size_t)kv->cap * (size_t)KV;
+                kr = kv->k_cache + off, vr = kv->v_cache + off, n_ctx = c->row_pos[s] + 1;
+            }
+            int h0 = g * group;
+            float *o = c->att + (size_t)s * Q + (size_t)h0 * hd;
+            ts_cpu_attn_group_avx2(o, c->qkv + (size_t)s * NT + (size_t)h0 * hd, kr + (size_t)g * hd, vr + (size_t)g * hd,
+                                   n_ctx, KV, hd, scale, sc, group);
+            for (int h = h0; h < h0 + group; h++) fault(c, TS_STEP_ATTENTION, c->att + (size_t)s * Q + (size_t)h * hd, s, h * hd, hd);
+        }
+        return;
+    }
     float *sc = c->scores + (size_t)ith * (size_t)c->sc_len;
     ts_cpu_split(c->S * nh, ith, nth, 1, &a, &b);
     for (int it = a; it < b; it++) {
