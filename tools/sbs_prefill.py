@@ -2,9 +2,11 @@
 """Prefill side by side on one shared machine: llama.cpp's llama-bench and tessera bench on the
 same GGUF files, 2 threads, in rotating order, ROUNDS rounds. Each run waits (up to WAIT
 seconds) until the other processes use under 20% of the cores, and records the share of the two
-cores it got itself: its CPU time / (2 x wall time). A run whose share is under MIN_SHARE (0.9)
-ran beside someone else's work (on this host llama.cpp's spinning threads then lose up to 10x,
-tessera's about 2x) and is repeated, up to RETRIES times, then kept and marked.
+cores it got itself: its CPU time / (2 x wall time). On a quiet machine that is 0.85-0.9 for a
+tessera bench (its loading and probes are partly one thread) and about 0.95 for llama-bench; a
+run under --min-share-tessera (0.8) / --min-share-llama (0.9) ran beside someone else's work (on
+this host llama.cpp's spinning threads then lose up to 10x, tessera's about 2x) and is
+repeated, up to RETRIES times, then kept as it is (the summary leaves such rounds out).
 Arms: "llama", and "tessera" or "tessera:ENV=VALUE[,ENV=VALUE]" (e.g.
 tessera:TESSERA_Q_PREFILL=f32), or "bin=PATH" for another tessera binary.
 Usage: tools/sbs_prefill.py OUT --file NAME=FILE.gguf [--file ...] [--arm ARM ...]
@@ -46,7 +48,8 @@ def main():
     ap.add_argument("--llama-bench", default="llama-bench")
     ap.add_argument("--wait", type=int, default=60)
     ap.add_argument("--retries", type=int, default=3)
-    ap.add_argument("--min-share", type=float, default=0.9)
+    ap.add_argument("--min-share-tessera", type=float, default=0.8)
+    ap.add_argument("--min-share-llama", type=float, default=0.9)
     a = ap.parse_args()
     arms = a.arm or ["tessera", "llama"]
     os.makedirs(a.out, exist_ok=True)
@@ -79,7 +82,7 @@ def main():
                         if b < 20:
                             break
                     rc, outp, share, wall = run_once(cmd, env)
-                    ok = rc == 0 and share >= a.min_share
+                    ok = rc == 0 and share >= (a.min_share_llama if arm == "llama" else a.min_share_tessera)
                     log.write(f"{time.strftime('%H:%M:%S')} r{r} {name} {arm} others-busy-before {b}% "
                               f"share {share:.2f} wall {wall:.1f}s rc {rc}{'' if ok else ' (repeat)'}\n")
                     log.flush()
@@ -92,6 +95,7 @@ def main():
                 if isinstance(j, list):
                     j = {"llama": j}
                 j["share"] = round(share, 3)
+                j["share_ok"] = ok
                 with open(os.path.join(a.out, f"r{r}-{name}-{tag}.json"), "w") as f:
                     json.dump(j, f)
 

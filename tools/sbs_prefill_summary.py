@@ -2,11 +2,10 @@
 """Summary of tools/sbs_prefill.py runs (OUT/rROUND-NAME-ARM.json): per round and prompt
 length, each arm's prefill tok/s (and the share of the two cores the run got) and its ratio to
 llama.cpp's on the same file in the same round; then, per arm, the ratios' min-max and median
-over the rounds where both runs got at least MIN_SHARE of the cores (all rounds if none did),
-and the best tok/s of each arm."""
+over the rounds where both runs got their share of the cores (sbs_prefill.py's share_ok; all
+rounds if none did), and the best tok/s of each arm."""
 import glob, json, re, statistics, sys
 
-MIN_SHARE = 0.9
 for d in sys.argv[1:]:
     rows = {}  # (name, round) -> arm -> ({tokens: tok/s}, share)
     for f in sorted(glob.glob(d + "/r*-*.json")):
@@ -20,7 +19,7 @@ for d in sys.argv[1:]:
         except Exception:
             print("unreadable:", f)
             continue
-        rows.setdefault((m, int(r)), {})[k] = (v, j.get("share", 1.0))
+        rows.setdefault((m, int(r)), {})[k] = (v, j.get("share", 1.0), j.get("share_ok", True))
     ratios, best = {}, {}
     for (m, r), v in sorted(rows.items()):
         arms = sorted(a for a in v if a != "llama")
@@ -36,12 +35,12 @@ for d in sys.argv[1:]:
                     if p in v[k][0]:
                         q = v[k][0][p] / v["llama"][0][p]
                         s += f" {k} {q:.2f}"
-                        ok = min(v[k][1], v["llama"][1]) >= MIN_SHARE
+                        ok = v[k][2] and v["llama"][2]
                         ratios.setdefault((m, p, k), []).append((q, ok))
             print(s)
     for (m, p, k), qs in sorted(ratios.items()):
         good = [q for q, ok in qs if ok]
         use = good or [q for q, _ in qs]
         print(f"{m:8s} pp{p} {k}/llama: {min(use):.2f}-{max(use):.2f} (median {statistics.median(use):.2f}, "
-              f"{len(good)} of {len(qs)} rounds with both runs at >= {MIN_SHARE} of the cores{'' if good else '; all shown'})"
+              f"{len(good)} of {len(qs)} rounds with both runs uncontended{'' if good else '; all shown'})"
               f"; best tok/s {best[(m, p, k)]:.1f} vs llama.cpp {best.get((m, p, 'llama'), 0):.1f}")
