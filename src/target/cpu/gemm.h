@@ -148,11 +148,32 @@ void ts_cpu_gemm_q_avx2(float *y, int ldy, const float *xp, int ldx, const void 
  * avx512_vnni; without it that variant runs the AVX2 kernel). */
 void ts_cpu_gemm_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1, ts_gemm_tile tile);
-/* The FP32-panel prefill on dequantized weights, S >= 1 (the vector variants' S >= 2 path). */
+/* The FP32-panel prefill on dequantized weights, S >= 1 (the vector variants' S >= 2 path
+ * before the AVX-512 kernels below; still AVX2's, and AVX-512's where FP32 FMA is the faster
+ * instruction). */
 void ts_cpu_gemm_q_panels_avx2(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
                                int S, int n0, int n1);
 void ts_cpu_gemm_q_panels_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
                                  int S, int n0, int n1);
+/* The AVX-512 prefill kernels on Q8_0 / Q4_0 (S >= 1; the avx512bf16 variant runs one of them
+ * for S >= 2, docs/cpu-target.md "Quantized weights"), all on the panel blocking of
+ * gemm_panels_avx512.h, all per-row arithmetic (a row's result does not depend on the rows or
+ * columns around it):
+ * - F32: W dequantized exactly into FP32 panels, FP32 x, vfmadd231ps (rel_l2 ~2e-7);
+ * - BF16: W dequantized exactly, then rounded to BF16 pairs; x rounded to BF16; vdpbf16ps
+ *   (gemm_avx512.c; rel_l2 ~2e-3, the BF16 _dp kernel's arithmetic);
+ * - I8: x quantized per 32-block to 8 bits (llama.cpp's Q8_0 activations), int8 codes of W,
+ *   vpdpbusd, block sums scaled in FP32 (rel_l2 ~4e-3 on uniform x; ~1.2e-2 when a few
+ *   channels are 30x larger);
+ * - I16: x quantized per 32-block to 16 bits exactly as the decode kernels do, codes of W
+ *   widened to int16, vpdpwssd (rel_l2 ~1.5e-5, the decode GEMV's exact block sums). */
+typedef enum ts_q_prefill { TS_Q_PREFILL_F32, TS_Q_PREFILL_BF16, TS_Q_PREFILL_I8, TS_Q_PREFILL_I16 } ts_q_prefill;
+void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
+                                  ts_dtype dt, int K, int S, int n0, int n1);
+/* The one the avx512bf16 variant runs, chosen once per process (see the .c for the rule);
+ * TESSERA_Q_PREFILL=f32|bf16|i8|i16 overrides (side-by-side measurements, tests). */
+ts_q_prefill ts_cpu_avx512_q_prefill(void);
+const char *ts_q_prefill_name(ts_q_prefill k);
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);
 /* The batched decode for Q8_0 / Q4_0 (as ts_cpu_gemv_batch_for: each row as the S == 1 path). */
 ts_gemm_q_fn ts_cpu_gemv_batch_q_for(ts_cpu_variant v);

@@ -27,22 +27,19 @@
 #include <time.h>
 
 #include "target/cpu/gemm.h"
+#include "target/cpu/gemm_panels_avx512.h"
 #include "target/cpu/probe.h"
 #include "target/cpu/transpose_avx512.h"
 
 #ifndef TS_GEMM512_PREFETCH
 #define TS_GEMM512_PREFETCH 2048 /* bytes ahead in the decode stream */
 #endif
-#ifndef TS_GEMM512_KB
-#define TS_GEMM512_KB 256 /* K positions per block: a 64 x 128-pair panel is 32 KiB */
-#endif
 #ifndef TS_GEMM512_SMALL_S
 #define TS_GEMM512_SMALL_S 16 /* up to this many rows: panels outer, x converted per panel */
 #endif
-#define PN 64 /* W rows per panel: four 16-lane vectors */
-#define MR 6  /* x rows per register tile */
-#define KP (TS_GEMM512_KB / 2)
-#define LDB (KP + 16) /* x block row stride in pairs: not a multiple of 4 KiB (L1/L2 set aliasing) */
+#define PN TS_PANEL_N
+#define MR TS_PANEL_MR
+#define LDB TS_PANEL_LDB
 
 typedef union {
     __m512i i;
@@ -324,7 +321,6 @@ static inline __attribute__((always_inline)) void panel_tile_f32(float *y, int l
     store_tile(y, ldy, acc, MS, first);
 }
 
-typedef void (*panel_fn)(float *, int, const void *, int, const void *, int, int);
 #define PANEL_FN(MS)                                                                               \
     static void panel_##MS(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) { \
         if (first) panel_tile(y, ldy, x, ldb, P, np, MS, 1);                                       \
@@ -404,28 +400,55 @@ static void pack_panel_q4(void *P, const void *W, int K, int n, int nv, int k0, 
     pack_panel_f32_dt(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
 
-/* What differs between the two prefill kernels; the blocking around them is shared. */
-typedef struct panel_ops {
-    int kb;    /* K positions per block (a 32 KiB panel either way) */
-    int per;   /* K positions per panel step: 2 (BF16 pairs) or 1 */
-    void (*x_block)(void *xb, const float *xp, int ldx, int S, int k0, int kb);
-    void (*pack)(void *P, const void *W, int K, int n, int nv, int k0, int kb);
-    panel_fn tiles[MR + 1];
-    ts_dtype dt; /* of W: BF16, or Q8_0 / Q4_0 (FP32 panels only) */
-} panel_ops;
+/* The vdpbf16ps panel (pack_panel's layout) of Q8_0 / Q4_0 rows: each weight dequantized
+ * exactly (d * q in FP32, w16_f32) and rounded to BF16 to nearest even, two 16-position halves
+ * of a block per 32-position step. kb % 32 == 0. */
+static inline __attribute__((always_inline)) void pack_panel_dq_bf16(void *Pv, const void *W, ts_dtype dt, int K,
+                                                                    int n, int nv, int k0, int kb) {
+    uint32_t *P = Pv;
+    for (int g = 0; g < PN; g += 16) {
+        int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
+        for (int b = 0; b < kb; b += 32) {
+            __m512i r[16];
+            for (int i = 0; i < 16; i++) {
+                if (i >= nrow) {
+                    r[i] = _mm512_setzero_si512();
+                    continue;
+                }
+                __m512 lo = _mm512_castsi512_ps(w16_f32(W, dt, K, (size_t)(n + g + i), k0 + b));
+                __m512 hi = _mm512_castsi512_ps(w16_f32(W, dt, K, (size_t)(n + g + i), k0 + b + 16));
+                v512 u = {.h = _mm512_cvtne2ps_pbh(hi, lo)}; /* lo in the low 16 halves: natural order */
+                r[i] = u.i;
+            }
+            ts_transpose16_epi32(r);
+            uint32_t *d = P + (size_t)(b / 2) * PN + g;
+            for (int p = 0; p < 16; p++) _mm512_store_si512(d + (size_t)p * PN, r[p]);
+        }
+    }
+}
+static void pack_panel_q8_bf16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    pack_panel_dq_bf16(P, W, TS_DTYPE_Q8_0, K, n, nv, k0, kb);
+}
+static void pack_panel_q4_bf16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    pack_panel_dq_bf16(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
+}
 
-static const panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,
+static const ts_panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,
                                  {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}, TS_DTYPE_BF16};
 #define F32_TILES {0, panel_f32_1, panel_f32_2, panel_f32_3, panel_f32_4, panel_f32_5, panel_f32_6}
-static const panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32, F32_TILES, TS_DTYPE_BF16};
-static const panel_ops k_q8 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8, F32_TILES, TS_DTYPE_Q8_0};
-static const panel_ops k_q4 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4, F32_TILES, TS_DTYPE_Q4_0};
+static const ts_panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32, F32_TILES, TS_DTYPE_BF16};
+static const ts_panel_ops k_q8 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8, F32_TILES, TS_DTYPE_Q8_0};
+static const ts_panel_ops k_q4 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4, F32_TILES, TS_DTYPE_Q4_0};
+#define BF16_TILES {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}
+static const ts_panel_ops k_q8_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q8_bf16, BF16_TILES, TS_DTYPE_Q8_0};
+static const ts_panel_ops k_q4_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q4_bf16, BF16_TILES, TS_DTYPE_Q4_0};
+#undef BF16_TILES
 #undef F32_TILES
 
 /* x rows [0, S) of a block (row stride LDB 4-byte elements) against one packed panel of W
  * rows [n, n + nv) over positions [k0, k0 + kb). While it runs it prefetches the W rows of the
  * next panel: rows [pn, pn + pnv) at position pk (none when pk >= K). */
-static void panel_rows(const panel_ops *o, float *y, int ldy, const uint32_t *xb, const void *P, const void *W,
+static void panel_rows(const ts_panel_ops *o, float *y, int ldy, const uint32_t *xb, const void *P, const void *W,
                        int K, int S, int n, int nv, int k0, int kb, int pn, int pnv, int pk) {
     float edge[MR * PN];
     size_t rb = ts_gemm_row_bytes(o->dt, K); /* bytes per W row; kb positions: kb * rb / K bytes */
@@ -458,7 +481,7 @@ static void panel_rows(const panel_ops *o, float *y, int ldy, const uint32_t *xb
 /* Few rows: panels outer, so each panel's W rows are read start to end while its y tile stays
  * in L1; the x block (<= 16 rows) is prepared again for every panel, which costs less than a
  * quarter of the panel packing. */
-static void gemm_small(const panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K,
+static void gemm_small(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K,
                        int S, int n0, int n1, uint32_t *P) {
     uint32_t xb[TS_GEMM512_SMALL_S * LDB] __attribute__((aligned(64)));
     for (int n = n0; n < n1; n += PN) {
@@ -475,9 +498,9 @@ static void gemm_small(const panel_ops *o, float *y, int ldy, const float *xp, i
     }
 }
 
-static void gemm_panels(const panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K,
-                        int S, int n0, int n1) {
-    uint32_t P[KP * PN] __attribute__((aligned(64)));
+void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W,
+                               int K, int S, int n0, int n1) {
+    uint32_t P[TS_PANEL_WORDS] __attribute__((aligned(64)));
     uint32_t *xb = S > TS_GEMM512_SMALL_S ? aligned_alloc(64, sizeof(uint32_t) * (size_t)S * LDB) : NULL;
     if (!xb) { /* few rows, or no memory for the x block: 16 rows at a time */
         for (int s = 0; s < S; s += TS_GEMM512_SMALL_S) {
@@ -512,19 +535,26 @@ void ts_cpu_gemm_bf16_avx512_dp(float *y, int ldy, const float *xp, int ldx, con
                                 int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
     if (S == 1) decode_gemv(y, xp, W, K, n0, n1, t.nr);
-    else gemm_panels(&k_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
+    else ts_cpu_gemm_panels_avx512(&k_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
                             int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
     if (S == 1) decode_gemv(y, xp, W, K, n0, n1, t.nr);
-    else gemm_panels(&k_f32, y, ldy, xp, ldx, W, K, S, n0, n1);
+    else ts_cpu_gemm_panels_avx512(&k_f32, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 void ts_cpu_gemm_q_panels_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
                                  int S, int n0, int n1) {
-    if (n0 < n1 && S >= 1) gemm_panels(dt == TS_DTYPE_Q8_0 ? &k_q8 : &k_q4, y, ldy, xp, ldx, W, K, S, n0, n1);
+    if (n0 < n1 && S >= 1)
+        ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8 : &k_q4, y, ldy, xp, ldx, W, K, S, n0, n1);
+}
+
+void ts_cpu_gemm_q_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                               int n0, int n1) {
+    if (n0 < n1 && S >= 1)
+        ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_bf16 : &k_q4_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 static int g_prefill_f32;

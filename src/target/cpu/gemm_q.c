@@ -3,6 +3,7 @@
  * against besides the oracle), and the table of kernels per variant. gemm.h says why x is
  * quantized to 16 bits and why prefill dequantizes W exactly instead. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,13 +149,27 @@ void ts_cpu_gemm_q_decode(float *y, const float *xp, const void *W, ts_dtype dt,
 }
 
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v) {
-    if (v >= TS_CPU_AVX512BF16 && ts_cpu_features_get()->avx512vnni) return ts_cpu_gemm_q_avx512;
+    if (v >= TS_CPU_AVX512BF16 && ts_cpu_features_get()->avx512vnni) {
+        (void)ts_cpu_avx512_q_prefill(); /* chosen here, at session creation, before any thread runs a GEMM */
+        return ts_cpu_gemm_q_avx512;
+    }
     return v >= TS_CPU_AVX2 ? ts_cpu_gemm_q_avx2 : ts_cpu_gemm_q_scalar;
 }
 
 const char *ts_cpu_gemm_q_name(ts_cpu_variant v) {
     ts_gemm_q_fn f = ts_cpu_gemm_q_for(v);
-    if (f == ts_cpu_gemm_q_avx512) return "decode vpdpwssd zmm (Q8_0) / vpdpbusd zmm on byte-split x (Q4_0), AVX-512 VNNI, 16-bit x; prefill FP32 FMA zmm on dequantized W";
+    if (f == ts_cpu_gemm_q_avx512) {
+        static const char *const pre[] = {
+            "FP32 FMA zmm on W dequantized exactly", "vdpbf16ps zmm on W dequantized to BF16, BF16-rounded x",
+            "vpdpbusd zmm on W codes, x quantized to 8 bits per 32-block",
+            "vpdpwssd zmm on W codes, x quantized to 16 bits per 32-block"};
+        static char name[4][256];
+        ts_q_prefill k = ts_cpu_avx512_q_prefill();
+        snprintf(name[k], sizeof name[k],
+                 "decode vpdpwssd zmm (Q8_0) / vpdpbusd zmm on byte-split x (Q4_0), AVX-512 VNNI, 16-bit x; prefill %s",
+                 pre[k]);
+        return name[k];
+    }
     if (f == ts_cpu_gemm_q_avx2) return "decode vpmaddwd ymm on 16-bit x, prefill FP32 FMA ymm on dequantized W";
     return "scalar: decode int32 dot on 16-bit x, prefill FP32 on dequantized W";
 }

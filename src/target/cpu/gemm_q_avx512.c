@@ -8,9 +8,13 @@
  * exactly dequantized W. Compiled with -mavx512vnni besides the avx512bf16 flags
  * (CMakeLists.txt); used only when CPUID has it. */
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "target/cpu/gemm.h"
+#include "target/cpu/gemm_panels_avx512.h"
+#include "target/cpu/transpose_avx512.h"
 
 #ifndef TS_GEMMQ512_PREFETCH
 #define TS_GEMMQ512_PREFETCH 1024 /* bytes ahead in the weight stream */
@@ -321,12 +325,358 @@ static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, in
         gemv_rows_q4(y, qx, W, K, n0, n1);
 }
 
+/* ---- Prefill: 16-bit x against 16-bit W panels with vpdpwssd ----
+ * The blocking of gemm_avx512.c (ts_cpu_gemm_panels_avx512): per K block of Q16_KB positions
+ * each x row is quantized exactly as the decode kernels quantize it (quantize_x: int16 codes
+ * per 32-block and an FP32 scale), and a panel of 64 W rows holds their codes sign-extended to
+ * int16, pair (2i, 2i + 1) of the 64 rows in one 64-dword step (a 16 x 16 dword transpose per
+ * 16 rows and block), followed by the 64 FP32 scales of each block. A tile of up to 3 x rows x
+ * 64 W rows keeps 12 int32 accumulators: per pair of positions one broadcast x dword per row
+ * and four vpdpwssd zmm (32 products each, exact); at the end of each 32-block every sum is
+ * converted and added in FP32 as sum * (d_w * d_x), as in the decode kernels, to 12 FP32
+ * accumulators. So a row's block dots are the decode GEMV's exact int32 sums, and the result
+ * differs from decode only in the FP32 summation order; every output is the same computation
+ * whatever tile, S or thread split (the framework's per-K-block running sum). */
+#define Q16_KB 128 /* positions per K block: a panel is 16 KiB of codes + 1 KiB of scales */
+#define Q16_MR 3
+
+/* Codes of x rows [0, S), positions [k0, k0 + kb), at row stride TS_PANEL_LDB dwords: kb int16
+ * (kb / 2 dwords), then the kb / 32 FP32 scales. */
+static void q16_x_block(void *xb, const float *xp, int ldx, int S, int k0, int kb) {
+    for (int s = 0; s < S; s++) {
+        uint32_t *r = (uint32_t *)xb + (size_t)s * TS_PANEL_LDB;
+        quantize_x((ts_gemm_qx){(int16_t *)r, (float *)(r + kb / 2)}, xp + (size_t)s * ldx + k0, kb);
+    }
+}
+
+static inline __attribute__((always_inline)) void q16_pack(void *Pv, const void *Wv, ts_dtype dt, int K, int n,
+                                                            int nv, int k0, int kb) {
+    uint32_t *P = Pv;
+    float *dw = (float *)(P + (size_t)kb / 2 * TS_PANEL_N);
+    const uint8_t *W = Wv;
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    for (int g = 0; g < TS_PANEL_N; g += 16) {
+        int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
+        for (int b = 0; b < kb; b += TS_QBLOCK) {
+            __m512i r[16];
+            float *d = dw + (size_t)(b / TS_QBLOCK) * TS_PANEL_N + g;
+            for (int i = 0; i < 16; i++) {
+                const uint8_t *blk = W + (size_t)(n + g + i) * rb + (size_t)((k0 + b) / TS_QBLOCK) * bb;
+                r[i] = i < nrow ? block_w16(blk, dt) : _mm512_setzero_si512();
+                d[i] = i < nrow ? f16(blk) : 0.0f;
+            }
+            ts_transpose16_epi32(r); /* r[p]: pair p of the 16 rows */
+            uint32_t *o = P + (size_t)(b / 2) * TS_PANEL_N + g;
+            for (int p = 0; p < 16; p++) _mm512_store_si512(o + (size_t)p * TS_PANEL_N, r[p]);
+        }
+    }
+}
+static void q16_pack_q8(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    q16_pack(P, W, TS_DTYPE_Q8_0, K, n, nv, k0, kb);
+}
+static void q16_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    q16_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
+}
+
+/* ms (<= Q16_MR) x rows of the block against the panel: np pairs = np / 16 blocks. */
+static inline __attribute__((always_inline)) void q16_tile(float *y, int ldy, const uint32_t *x, int ldb,
+                                                            const uint32_t *P, int np, int MS, int first) {
+    const float *dw = (const float *)(P + (size_t)np * TS_PANEL_N);
+    __m512 acc[Q16_MR][4];
+#pragma GCC unroll 3
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int blk = 0; blk < np / 16; blk++) {
+        __m512i s[Q16_MR][4];
+#pragma GCC unroll 3
+        for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) s[i][j] = _mm512_setzero_si512();
+        const uint32_t *pp = P + (size_t)blk * 16 * TS_PANEL_N;
+#pragma GCC unroll 2
+        for (int p = 0; p < 16; p++, pp += TS_PANEL_N) {
+            __m512i w0 = _mm512_load_si512(pp), w1 = _mm512_load_si512(pp + 16);
+            __m512i w2 = _mm512_load_si512(pp + 32), w3 = _mm512_load_si512(pp + 48);
+#pragma GCC unroll 3
+            for (int i = 0; i < MS; i++) {
+                __m512i b = _mm512_set1_epi32((int)x[(size_t)i * ldb + blk * 16 + p]);
+                s[i][0] = _mm512_dpwssd_epi32(s[i][0], w0, b);
+                s[i][1] = _mm512_dpwssd_epi32(s[i][1], w1, b);
+                s[i][2] = _mm512_dpwssd_epi32(s[i][2], w2, b);
+                s[i][3] = _mm512_dpwssd_epi32(s[i][3], w3, b);
+            }
+        }
+#pragma GCC unroll 3
+        for (int i = 0; i < MS; i++) {
+            __m512 dx = _mm512_set1_ps(((const float *)(x + (size_t)i * ldb + np))[blk]);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][j]),
+                                            _mm512_mul_ps(_mm512_loadu_ps(dw + (size_t)blk * TS_PANEL_N + 16 * j), dx),
+                                            acc[i][j]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            float *d = y + (size_t)i * ldy + 16 * j;
+            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
+        }
+}
+
+/* Tiles of 1-3 rows; 4-6 as two of them (the framework's tiles go up to 6 rows). */
+#define Q16_TILE(MS)                                                                                         \
+    static void q16_tile_##MS(float *y, int ldy, const uint32_t *x, int ldb, const uint32_t *P, int np, int first) { \
+        if (first) q16_tile(y, ldy, x, ldb, P, np, MS, 1);                                                   \
+        else q16_tile(y, ldy, x, ldb, P, np, MS, 0);                                                         \
+    }
+Q16_TILE(1)
+Q16_TILE(2)
+Q16_TILE(3)
+#undef Q16_TILE
+static void q16_t1(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q16_tile_1(y, ldy, x, ldb, P, np, first);
+}
+static void q16_t2(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q16_tile_2(y, ldy, x, ldb, P, np, first);
+}
+static void q16_t3(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q16_tile_3(y, ldy, x, ldb, P, np, first);
+}
+static void q16_t4(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q16_tile_2(y, ldy, x, ldb, P, np, first);
+    q16_tile_2(y + 2 * (size_t)ldy, ldy, (const uint32_t *)x + 2 * (size_t)ldb, ldb, P, np, first);
+}
+static void q16_t5(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q16_tile_3(y, ldy, x, ldb, P, np, first);
+    q16_tile_2(y + 3 * (size_t)ldy, ldy, (const uint32_t *)x + 3 * (size_t)ldb, ldb, P, np, first);
+}
+static void q16_t6(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q16_tile_3(y, ldy, x, ldb, P, np, first);
+    q16_tile_3(y + 3 * (size_t)ldy, ldy, (const uint32_t *)x + 3 * (size_t)ldb, ldb, P, np, first);
+}
+
+static const ts_panel_ops k_q8_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8,
+                                      {0, q16_t1, q16_t2, q16_t3, q16_t4, q16_t5, q16_t6}, TS_DTYPE_Q8_0};
+static const ts_panel_ops k_q4_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4,
+                                      {0, q16_t1, q16_t2, q16_t3, q16_t4, q16_t5, q16_t6}, TS_DTYPE_Q4_0};
+
+
+/* ---- Prefill, experimental: 8-bit x (llama.cpp's Q8_0 activations) with vpdpbusd ----
+ * x per 32-block to q = round(x * 127 / amax), stored as q + 128 (unsigned); panels of int8
+ * codes, a dword = 4 consecutive positions of one row, and per block the FP32 scales and
+ * -128 * sum(codes) (the offset's correction, the int32 accumulators' start value). */
+#define Q8X_KB 256
+
+static void q8x_row(uint8_t *q, float *d, const float *xp, int K) {
+    const __m512i perm = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    for (int b = 0; b < K; b += TS_QBLOCK) {
+        __m512 v0 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(xp + b));
+        __m512 v1 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(xp + b + 16));
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+        float id = amax > 0 ? 127.0f / amax : 0.0f;
+        d[b / TS_QBLOCK] = amax / 127.0f;
+        __m512 vid = _mm512_set1_ps(id);
+        const __m128i off = _mm_set1_epi8((char)0x80);
+        _mm_storeu_si128((__m128i *)(q + b), _mm_xor_si128(off, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)))));
+        _mm_storeu_si128((__m128i *)(q + b + 16),
+                         _mm_xor_si128(off, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid)))));
+    }
+}
+
+static void q8x_x_block(void *xb, const float *xp, int ldx, int S, int k0, int kb) {
+    for (int s = 0; s < S; s++) {
+        uint32_t *r = (uint32_t *)xb + (size_t)s * TS_PANEL_LDB;
+        q8x_row((uint8_t *)r, (float *)(r + kb / 4), xp + (size_t)s * ldx + k0, kb);
+    }
+}
+
+/* the 32 codes of a block as int8 (Q4_0: code - 8) */
+static inline __attribute__((always_inline)) __m256i block_w8(const uint8_t *blk, ts_dtype dt) {
+    if (dt == TS_DTYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+    return _mm256_sub_epi8(c, _mm256_set1_epi8(8));
+}
+
+static inline __attribute__((always_inline)) void q8x_pack(void *Pv, const void *Wv, ts_dtype dt, int K, int n, int nv,
+                                                            int k0, int kb) {
+    uint32_t *P = Pv;
+    int nblk = kb / TS_QBLOCK;
+    float *dw = (float *)(P + (size_t)kb / 4 * TS_PANEL_N);
+    int32_t *corr = (int32_t *)(dw + (size_t)nblk * TS_PANEL_N);
+    const uint8_t *W = Wv;
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int g = 0; g < TS_PANEL_N; g += 16) {
+        int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
+        for (int b = 0; b < nblk; b += 2) { /* two blocks per 64-byte row: 16 quads */
+            int two = b + 1 < nblk;
+            __m512i r[16];
+            for (int i = 0; i < 16; i++) {
+                const uint8_t *blk = W + (size_t)(n + g + i) * rb + (size_t)(k0 / TS_QBLOCK + b) * bb;
+                __m256i lo = i < nrow ? block_w8(blk, dt) : _mm256_setzero_si256();
+                __m256i hi = i < nrow && two ? block_w8(blk + bb, dt) : _mm256_setzero_si256();
+                r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                dw[(size_t)b * TS_PANEL_N + g + i] = i < nrow ? f16(blk) : 0.0f;
+                if (two) dw[(size_t)(b + 1) * TS_PANEL_N + g + i] = i < nrow ? f16(blk + bb) : 0.0f;
+            }
+            ts_transpose16_epi32(r); /* r[q]: quad q of the 16 rows (8..15: the second block) */
+            for (int h = 0; h < 1 + two; h++) {
+                __m512i sum = _mm512_setzero_si512();
+                uint32_t *o = P + (size_t)(b + h) * 8 * TS_PANEL_N + g;
+                for (int q = 0; q < 8; q++) {
+                    _mm512_store_si512(o + (size_t)q * TS_PANEL_N, r[8 * h + q]);
+                    sum = _mm512_dpbusd_epi32(sum, ones, r[8 * h + q]);
+                }
+                _mm512_storeu_si512(corr + (size_t)(b + h) * TS_PANEL_N + g, _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), sum), 7));
+            }
+        }
+    }
+}
+static void q8x_pack_q8(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    q8x_pack(P, W, TS_DTYPE_Q8_0, K, n, nv, k0, kb);
+}
+static void q8x_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    q8x_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
+}
+
+static inline __attribute__((always_inline)) void q8x_tile(float *y, int ldy, const uint32_t *x, int ldb,
+                                                            const uint32_t *P, int np, int MS, int first) {
+    int nblk = np / 8;
+    const float *dw = (const float *)(P + (size_t)np * TS_PANEL_N);
+    const __m512i *corr = (const __m512i *)(dw + (size_t)nblk * TS_PANEL_N);
+    __m512 acc[Q16_MR][4];
+#pragma GCC unroll 3
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
+    for (int blk = 0; blk < nblk; blk++) {
+        __m512i s[Q16_MR][4];
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m512i c = _mm512_load_si512(corr + (size_t)blk * 4 + j);
+#pragma GCC unroll 3
+            for (int i = 0; i < MS; i++) s[i][j] = c;
+        }
+        const uint32_t *pp = P + (size_t)blk * 8 * TS_PANEL_N;
+#pragma GCC unroll 2
+        for (int q = 0; q < 8; q++, pp += TS_PANEL_N) {
+            __m512i w0 = _mm512_load_si512(pp), w1 = _mm512_load_si512(pp + 16);
+            __m512i w2 = _mm512_load_si512(pp + 32), w3 = _mm512_load_si512(pp + 48);
+#pragma GCC unroll 3
+            for (int i = 0; i < MS; i++) {
+                __m512i b = _mm512_set1_epi32((int)x[(size_t)i * ldb + blk * 8 + q]);
+                s[i][0] = _mm512_dpbusd_epi32(s[i][0], b, w0);
+                s[i][1] = _mm512_dpbusd_epi32(s[i][1], b, w1);
+                s[i][2] = _mm512_dpbusd_epi32(s[i][2], b, w2);
+                s[i][3] = _mm512_dpbusd_epi32(s[i][3], b, w3);
+            }
+        }
+#pragma GCC unroll 3
+        for (int i = 0; i < MS; i++) {
+            __m512 dx = _mm512_set1_ps(((const float *)(x + (size_t)i * ldb + np))[blk]);
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][j]),
+                                            _mm512_mul_ps(_mm512_loadu_ps(dw + (size_t)blk * TS_PANEL_N + 16 * j), dx),
+                                            acc[i][j]);
+        }
+    }
+#pragma GCC unroll 3
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            float *d = y + (size_t)i * ldy + 16 * j;
+            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
+        }
+}
+#define Q8X_TILE(MS)                                                                                         \
+    static void q8x_tile_##MS(float *y, int ldy, const uint32_t *x, int ldb, const uint32_t *P, int np, int first) { \
+        if (first) q8x_tile(y, ldy, x, ldb, P, np, MS, 1);                                                   \
+        else q8x_tile(y, ldy, x, ldb, P, np, MS, 0);                                                         \
+    }
+Q8X_TILE(1)
+Q8X_TILE(2)
+Q8X_TILE(3)
+#undef Q8X_TILE
+static void q8x_t1(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q8x_tile_1(y, ldy, x, ldb, P, np, first);
+}
+static void q8x_t2(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q8x_tile_2(y, ldy, x, ldb, P, np, first);
+}
+static void q8x_t3(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q8x_tile_3(y, ldy, x, ldb, P, np, first);
+}
+static void q8x_t4(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q8x_tile_2(y, ldy, x, ldb, P, np, first);
+    q8x_tile_2(y + 2 * (size_t)ldy, ldy, (const uint32_t *)x + 2 * (size_t)ldb, ldb, P, np, first);
+}
+static void q8x_t5(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q8x_tile_3(y, ldy, x, ldb, P, np, first);
+    q8x_tile_2(y + 3 * (size_t)ldy, ldy, (const uint32_t *)x + 3 * (size_t)ldb, ldb, P, np, first);
+}
+static void q8x_t6(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
+    q8x_tile_3(y, ldy, x, ldb, P, np, first);
+    q8x_tile_3(y + 3 * (size_t)ldy, ldy, (const uint32_t *)x + 3 * (size_t)ldb, ldb, P, np, first);
+}
+static const ts_panel_ops k_q8_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8,
+                                     {0, q8x_t1, q8x_t2, q8x_t3, q8x_t4, q8x_t5, q8x_t6}, TS_DTYPE_Q8_0};
+static const ts_panel_ops k_q4_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4,
+                                     {0, q8x_t1, q8x_t2, q8x_t3, q8x_t4, q8x_t5, q8x_t6}, TS_DTYPE_Q4_0};
+
+
+static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                          int n0, int n1) {
+    ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_i16 : &k_q4_i16, y, ldy, xp, ldx, W, K, S, n0, n1);
+}
+static void q_prefill_i8(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
+                         int n0, int n1) {
+    ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_i8 : &k_q4_i8, y, ldy, xp, ldx, W, K, S, n0, n1);
+}
+
+void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
+                                  ts_dtype dt, int K, int S, int n0, int n1) {
+    if (n0 >= n1 || S < 1) return;
+    switch (k) {
+    case TS_Q_PREFILL_BF16: ts_cpu_gemm_q_bf16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    case TS_Q_PREFILL_I8: q_prefill_i8(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    default: ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    }
+}
+
+static const char *const k_q_prefill_names[] = {"f32", "bf16", "i8", "i16"};
+const char *ts_q_prefill_name(ts_q_prefill k) { return (unsigned)k < 4 ? k_q_prefill_names[k] : "?"; }
+
+static ts_q_prefill g_q_prefill;
+static void choose_q_prefill(void) {
+    const char *e = getenv("TESSERA_Q_PREFILL");
+    for (int k = 0; e && k < 4; k++)
+        if (!strcmp(e, k_q_prefill_names[k])) {
+            g_q_prefill = (ts_q_prefill)k;
+            return;
+        }
+    /* where vdpbf16ps is the fast instruction (the BF16 prefill probe, gemm.h) */
+    g_q_prefill = ts_cpu_avx512_prefill_f32() ? TS_Q_PREFILL_F32 : TS_Q_PREFILL_BF16;
+}
+
+ts_q_prefill ts_cpu_avx512_q_prefill(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_q_prefill);
+    return g_q_prefill;
+}
+
 void ts_cpu_gemm_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1, ts_gemm_tile tile) {
     (void)tile;
     if (n0 >= n1 || S < 1) return;
     if (S >= 2) {
-        ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+        ts_cpu_gemm_q_prefill_avx512(ts_cpu_avx512_q_prefill(), y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         return;
     }
     ts_cpu_gemm_q_decode(y, xp, W, dt, K, n0, n1, quantize_x, gemv_rows);
