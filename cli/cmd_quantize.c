@@ -1,16 +1,18 @@
-/* tessera quantize MODEL OUT.gguf --type q8_0|q4_0 [--force] [--json]: the work is
+/* tessera quantize MODEL OUT.gguf --type q8_0|q4_0|bf16 [--force] [--json]: the work is
  * ts_quantize_file (src/model/gguf_export.c); this parses arguments and prints the summary. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cli.h"
 #include "io/quant.h"
 #include "runtime/quantize_file.h"
 
-static const char *k_usage = "tessera quantize MODEL OUT.gguf --type q8_0|q4_0 [--force] [--json]\n"
+static const char *k_usage = "tessera quantize MODEL OUT.gguf --type q8_0|q4_0|bf16 [--force] [--json]\n"
                              "  MODEL     a Hugging Face directory (BF16/F16/F32 safetensors + tokenizer.json) or a .gguf\n"
-                             "  --type    Q8_0 (8-bit) or Q4_0 (4-bit) for every weight matrix; norms and biases F32\n"
+                             "  --type    Q8_0 (8-bit) or Q4_0 (4-bit) for every weight matrix, or BF16 (what llama.cpp's\n"
+                             "            converter writes with --outtype bf16); norms and biases F32\n"
                              "  --force   overwrite OUT.gguf if it exists (never the input)\n"
                              "  --json    one JSON object on stdout instead of the summary";
 
@@ -26,8 +28,9 @@ int cmd_quantize(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--json")) {
             as_json = 1;
         } else if (!strcmp(argv[i], "--type")) {
-            if (i + 1 >= argc || (type = ts_quant_parse(argv[++i])) < 0)
-                return cli_usage("quantize", k_usage, "--type expects q8_0 or q4_0");
+            if (i + 1 >= argc) return cli_usage("quantize", k_usage, "--type expects q8_0, q4_0 or bf16");
+            type = strcasecmp(argv[++i], "bf16") ? ts_quant_parse(argv[i]) : (int)TS_DTYPE_BF16;
+            if (type < 0) return cli_usage("quantize", k_usage, "--type expects q8_0, q4_0 or bf16");
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "tessera quantize: unknown option \"%s\"\n", argv[i]);
             return cli_usage("quantize", k_usage, NULL);
@@ -38,7 +41,7 @@ int cmd_quantize(int argc, char **argv) {
         }
     }
     if (npos < 2) return cli_usage("quantize", k_usage, "expected MODEL and OUT.gguf");
-    if (type < 0) return cli_usage("quantize", k_usage, "--type q8_0|q4_0 is required");
+    if (type < 0) return cli_usage("quantize", k_usage, "--type q8_0|q4_0|bf16 is required");
     ts_quantize_report r;
     ts_error err;
     struct timespec t0, t1;

@@ -25,6 +25,27 @@ a=$("$BIN" run "$TMP/q8_0.gguf" -p "Hello" --temp 0 -n 8 --threads 1 --show-ids 
 b=$("$BIN" run "$HF" --quant q8_0 -p "Hello" --temp 0 -n 8 --threads 1 --show-ids 2>/dev/null)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "run file vs --quant: '$a' vs '$b'"
 
+# --- BF16 (llama.cpp's converter with --outtype bf16): a BF16 directory's matrices are copied bit
+# for bit, so the file's logits are the directory's (llama: Q/K rows permuted on the way); F32
+# is rounded to nearest even; quantized weights are not widened ---
+"$BIN" synth llama-3.2-1b-tiny "$TMP/lb" --seed 3 --vocab 128256 --tokenizer "$SHARED/tokenizers/llama3" \
+    >/dev/null 2>&1 || bad "synth llama-3.2-1b-tiny"
+expect 0 "tensors BF16" -- "$BIN" quantize "$TMP/lb" "$TMP/lb.gguf" --type bf16
+expect 0 "BF16" -- "$BIN" inspect "$TMP/lb.gguf"
+expect 0 "" -- "$BIN" logits "$TMP/lb.gguf" --tokens $IDS --out "$TMP/lb_file.bin"
+expect 0 "" -- "$BIN" logits "$TMP/lb" --tokens $IDS --out "$TMP/lb_dir.bin"
+[ -s "$TMP/lb_file.bin" ] && cmp -s "$TMP/lb_file.bin" "$TMP/lb_dir.bin" && ok || bad "bf16: file and directory logits differ"
+a=$("$BIN" run "$TMP/lb.gguf" -p "Hello" --temp 0 -n 8 --threads 1 --show-ids 2>/dev/null)
+b=$("$BIN" run "$TMP/lb" -p "Hello" --temp 0 -n 8 --threads 1 --show-ids 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "bf16 run file vs directory: '$a' vs '$b'"
+expect 0 "tensors BF16" -- "$BIN" quantize "$TMP/lb.gguf" "$TMP/lb2.gguf" --type bf16
+expect 0 "" -- "$BIN" logits "$TMP/lb2.gguf" --tokens $IDS --out "$TMP/lb_file2.bin"
+cmp -s "$TMP/lb_file.bin" "$TMP/lb_file2.bin" && ok || bad "bf16 GGUF -> bf16 GGUF changed the logits"
+expect 0 "tensors BF16" -- "$BIN" quantize "$HF" "$TMP/bf16.gguf" --type bf16
+expect 0 "generation: 8 tokens" -- "$BIN" run "$TMP/bf16.gguf" -p "Hello" --temp 0 -n 8 --threads 1
+expect 4 "is Q4_0, expected F32, F16 or BF16 weights to write as BF16" -- \
+    "$BIN" quantize "$TMP/q4_0.gguf" "$TMP/x.gguf" --type bf16
+
 # --- never overwrite without --force, never the input ---
 sum=$(sha256sum "$TMP/q8_0.gguf")
 expect 1 "exists, expected a new file (pass --force" -- "$BIN" quantize "$HF" "$TMP/q8_0.gguf" --type q4_0
@@ -40,8 +61,8 @@ expect 5 "has rows of 172 elements, expected a multiple of 32" -- \
     "$BIN" quantize "$SHARED/models/stories260K.gguf" "$TMP/s.gguf" --type q8_0
 [ -e "$TMP/s.gguf" ] && bad "a refused quantize left an output" || ok
 expect 4 "is already Q4_0" -- "$BIN" quantize "$TMP/q4_0.gguf" "$TMP/x.gguf" --type q8_0
-expect 64 "--type expects q8_0 or q4_0" -- "$BIN" quantize "$HF" "$TMP/x.gguf" --type q5_k
-expect 64 "--type q8_0|q4_0 is required" -- "$BIN" quantize "$HF" "$TMP/x.gguf"
+expect 64 "--type expects q8_0, q4_0 or bf16" -- "$BIN" quantize "$HF" "$TMP/x.gguf" --type q5_k
+expect 64 "--type q8_0|q4_0|bf16 is required" -- "$BIN" quantize "$HF" "$TMP/x.gguf"
 expect 64 "for a weight type use --quant" -- "$BIN" run "$HF" --weights q8_0 -p x
 expect 64 "--quant expects q8_0 or q4_0" -- "$BIN" run "$HF" --quant q5 -p x
 # --quant keeps matrices whose rows are not whole blocks as stored (llama-quantize falls back
@@ -86,5 +107,8 @@ if [ -n "${TS_LLAMA_CPP_BIN:-}" ] && [ -x "$TS_LLAMA_CPP_BIN/llama-simple" ]; th
     out=$(LD_LIBRARY_PATH="$TS_LLAMA_CPP_BIN" "$TS_LLAMA_CPP_BIN/llama-simple" -m "$TMP/q4_0.gguf" -n 8 "Hello" 2>/dev/null)
     [ -n "$out" ] && ok || bad "llama-simple printed nothing for the tessera-written file"
     echo "llama-simple on the tessera-written Q4_0 file: $out"
+    out=$(LD_LIBRARY_PATH="$TS_LLAMA_CPP_BIN" "$TS_LLAMA_CPP_BIN/llama-simple" -m "$TMP/lb.gguf" -n 8 "Hello" 2>/dev/null)
+    [ -n "$out" ] && ok || bad "llama-simple printed nothing for the tessera-written BF16 file"
+    echo "llama-simple on the tessera-written BF16 (llama) file: $out"
 fi
 finish

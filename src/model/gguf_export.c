@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "io/dtype.h"
 #include "io/gguf.h"
 #include "model/gguf_model.h"
 #include "model/quantize.h"
@@ -19,6 +20,7 @@
 /* llama.cpp's LLAMA_FTYPE_MOSTLY_* and GGML_QNT_VERSION, as llama-quantize records them. */
 #define FTYPE_Q4_0 2
 #define FTYPE_Q8_0 7
+#define FTYPE_BF16 32 /* llama.cpp's LLAMA_FTYPE_MOSTLY_BF16: matrices BF16, 1-D tensors F32 */
 #define QNT_VERSION 2
 
 static const char *gguf_arch(ts_arch a) {
@@ -73,6 +75,31 @@ static void llama3_divisors(const ts_config *c, float *div) {
     }
 }
 
+/* A BF16 copy of an F32 / F16 matrix (rounded to nearest even, as the converters do); a
+ * quantized one is refused: widening Q8_0 / Q4_0 to BF16 only makes the file bigger. */
+static ts_status to_bf16(const ts_tensor *t, void **out, ts_error *err) {
+    if (ts_dtype_block(t->dtype) > 1)
+        return ts_fail(err, TS_ERR_UNSUPPORTED, "%s: tensor \"%s\" is %s, expected F32, F16 or BF16 weights to "
+                       "write as BF16 (widening quantized weights adds bytes, not precision)",
+                       t->file, t->name, ts_dtype_name(t->dtype));
+    size_t n = (size_t)t->numel, chunk = 4096;
+    uint16_t *b = malloc(n * sizeof *b);
+    float *f = malloc(chunk * sizeof *f);
+    if (!b || !f) {
+        free(b);
+        free(f);
+        return ts_fail(err, TS_ERR_NOMEM, "%s: out of memory converting \"%s\" to BF16", t->file, t->name);
+    }
+    for (size_t i = 0; i < n; i += chunk) {
+        size_t k = n - i < chunk ? n - i : chunk;
+        ts_dtype_to_f32(t->dtype, t->data, i, k, f);
+        for (size_t j = 0; j < k; j++) b[i + j] = ts_f32_to_bf16(f[j]);
+    }
+    free(f);
+    *out = b;
+    return TS_OK;
+}
+
 /* One tensor under its GGUF name: quantized when a matrix, else F32; llama's Q/K rows permuted
  * into the converter's order (rows are whole blocks, so permuting after quantizing is the same
  * as quantizing permuted rows). */
@@ -87,6 +114,8 @@ static ts_status write_tensor(ts_gguf_writer *w, const ts_model *m, const ts_ten
         if (t->dtype == type) {
             size_t n = t->nbytes;
             if ((data = malloc(n))) memcpy(data, t->data, n);
+        } else if (type == TS_DTYPE_BF16) {
+            if ((s = to_bf16(t, &data, err))) return s;
         } else if ((s = ts_tensor_quantize(t, type, &data, err))) {
             return s;
         }
@@ -177,7 +206,8 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_model *m, ts_dtype type,
         base = base && base[1] ? base + 1 : m->dir;
         ts_gguf_w_str(w, "general.name", base);
     }
-    ts_gguf_w_u32(w, "general.file_type", type == TS_DTYPE_Q8_0 ? FTYPE_Q8_0 : FTYPE_Q4_0);
+    ts_gguf_w_u32(w, "general.file_type",
+                  type == TS_DTYPE_Q8_0 ? FTYPE_Q8_0 : type == TS_DTYPE_Q4_0 ? FTYPE_Q4_0 : FTYPE_BF16);
     ts_gguf_w_u32(w, "general.quantization_version", QNT_VERSION);
     write_hparams(w, c);
     if (g) {
@@ -198,8 +228,8 @@ static ts_status write_meta(ts_gguf_writer *w, const ts_model *m, ts_dtype type,
 
 ts_status ts_gguf_export(ts_gguf_writer *w, const ts_model *m, ts_dtype type, ts_quantize_report *rep,
                          ts_error *err) {
-    if (type != TS_DTYPE_Q8_0 && type != TS_DTYPE_Q4_0)
-        return ts_fail(err, TS_ERR_ARG, "quantize: type %s, expected Q8_0 or Q4_0", ts_dtype_name(type));
+    if (type != TS_DTYPE_Q8_0 && type != TS_DTYPE_Q4_0 && type != TS_DTYPE_BF16)
+        return ts_fail(err, TS_ERR_ARG, "quantize: type %s, expected Q8_0, Q4_0 or BF16", ts_dtype_name(type));
     ts_status s = write_meta(w, m, type, rep, err);
     return s ? s : write_tensors(w, m, type, rep, err);
 }

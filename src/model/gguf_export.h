@@ -1,5 +1,5 @@
-/* A model written as a GGUF v3 with Q8_0 or Q4_0 weight matrices, in the layout llama.cpp's
- * converter + `llama-quantize --pure` produce, so that tessera and llama.cpp both load it
+/* A model written as a GGUF v3 with Q8_0, Q4_0 or BF16 weight matrices, in the layout llama.cpp's
+ * converter (+ `llama-quantize --pure`) produce, so that tessera and llama.cpp both load it
  * (docs/quantization.md). The file itself: runtime/quantize_file.h. */
 #ifndef TS_MODEL_GGUF_EXPORT_H
 #define TS_MODEL_GGUF_EXPORT_H

@@ -1,5 +1,5 @@
 /* `tessera quantize`: a model (Hugging Face directory or GGUF) written as a GGUF v3 file with
- * Q8_0 or Q4_0 weight matrices that tessera and llama.cpp both load (docs/quantization.md). Here,
+ * Q8_0, Q4_0 or BF16 weight matrices that tessera and llama.cpp both load (docs/quantization.md). Here,
  * above model/ and tok/, because a directory's tokenizer.json becomes the file's vocabulary. */
 #include <errno.h>
 #include <stdio.h>
@@ -25,8 +25,8 @@ ts_status ts_quantize_file(const char *model, const char *out, ts_dtype type, in
     ts_quantize_report dummy;
     if (!rep) rep = &dummy;
     memset(rep, 0, sizeof *rep);
-    if (type != TS_DTYPE_Q8_0 && type != TS_DTYPE_Q4_0)
-        return ts_fail(err, TS_ERR_ARG, "quantize: type %s, expected Q8_0 or Q4_0", ts_dtype_name(type));
+    if (type != TS_DTYPE_Q8_0 && type != TS_DTYPE_Q4_0 && type != TS_DTYPE_BF16)
+        return ts_fail(err, TS_ERR_ARG, "quantize: type %s, expected Q8_0, Q4_0 or BF16", ts_dtype_name(type));
     struct stat so;
     if (stat(out, &so) == 0) {
         if (S_ISDIR(so.st_mode))
