@@ -261,17 +261,6 @@ static void pack_panel(void *Pv, const void *Wv, int K, int n, int nv, int k0, i
     }
 }
 
-static inline __attribute__((always_inline)) void store_tile(float *y, int ldy, __m512 acc[MR][4], int MS,
-                                                             int first) {
-#pragma GCC unroll 6
-    for (int i = 0; i < MS; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            float *d = y + (size_t)i * ldy + 16 * j;
-            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
-        }
-}
-
 static inline __attribute__((always_inline)) void panel_tile(float *y, int ldy, const uint32_t *x, int ldb,
                                                              const uint32_t *P, int np, int MS, int first) {
     __m512 acc[MR][4];
@@ -293,7 +282,7 @@ static inline __attribute__((always_inline)) void panel_tile(float *y, int ldy, 
             acc[i][3] = dp(acc[i][3], b, w3);
         }
     }
-    store_tile(y, ldy, acc, MS, first);
+    ts_panel_store(y, ldy, acc, MS, first);
 }
 
 /* The FP32 form (ts_cpu_gemm_f32_avx512): P holds one FP32 weight per row and position. */
@@ -318,7 +307,7 @@ static inline __attribute__((always_inline)) void panel_tile_f32(float *y, int l
             acc[i][3] = _mm512_fmadd_ps(b, w3, acc[i][3]);
         }
     }
-    store_tile(y, ldy, acc, MS, first);
+    ts_panel_store(y, ldy, acc, MS, first);
 }
 
 #define PANEL_FN(MS)                                                                               \

@@ -7,15 +7,12 @@
  * -mavx512f. */
 #ifndef TS_TARGET_CPU_GEMM_PANELS_AVX512_H
 #define TS_TARGET_CPU_GEMM_PANELS_AVX512_H
+#include <immintrin.h>
+
 #include "target/cpu/gemm.h"
 
 #ifndef TS_GEMM512_KB
 #define TS_GEMM512_KB 256 /* K positions per block: a 64 x 128-pair panel is 32 KiB */
-/* The BF16-panel prefill on Q8_0 / Q4_0 weights (gemm_avx512.c), one of the kernels
- * ts_cpu_gemm_q_prefill_avx512 (gemm_q_avx512.c) runs. */
-void ts_cpu_gemm_q_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
-                               int n0, int n1);
-
 #endif
 #define TS_PANEL_N 64 /* W rows per panel: four 16-lane vectors */
 #define TS_PANEL_MR 6 /* most x rows per register tile */
@@ -39,6 +36,48 @@ typedef struct ts_panel_ops {
     ts_panel_fn tiles[TS_PANEL_MR + 1]; /* [ms]: a tile of ms x rows */
     ts_dtype dt;                        /* of W (for its row bytes: the prefetch of the next panel) */
 } ts_panel_ops;
+
+/* A tile's MS x 64 sums into y (ldy apart): stored (first K block) or added. */
+static inline __attribute__((always_inline)) void ts_panel_store(float *y, int ldy, __m512 (*acc)[4], int MS,
+                                                                 int first) {
+#pragma GCC unroll 6
+    for (int i = 0; i < MS; i++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            float *d = y + (size_t)i * ldy + 16 * j;
+            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
+        }
+}
+
+/* The six tiles (pfx##_t1 .. pfx##_t6, listed by TS_PANEL_TILE_LIST(pfx)) of a kernel whose
+ * always-inline TILE(y, ldy, x, ldb, P, np, MS, first) keeps up to 3 x rows in registers:
+ * 1-3 rows as one call with MS and first constant, 4-6 as two of them (3 + 1..3 rows). */
+#define TS_PANEL_TILE_MS(pfx, TILE, MS)                                                                    \
+    static void pfx##_tile_##MS(float *y, int ldy, const uint32_t *x, int ldb, const uint32_t *P, int np, \
+                                int first) {                                                              \
+        if (first) TILE(y, ldy, x, ldb, P, np, MS, 1);                                                    \
+        else TILE(y, ldy, x, ldb, P, np, MS, 0);                                                          \
+    }
+#define TS_PANEL_TILE_ONE(pfx, N)                                                                          \
+    static void pfx##_t##N(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) { \
+        pfx##_tile_##N(y, ldy, x, ldb, P, np, first);                                                     \
+    }
+#define TS_PANEL_TILE_TWO(pfx, N, A, B)                                                                    \
+    static void pfx##_t##N(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) { \
+        pfx##_tile_##A(y, ldy, x, ldb, P, np, first);                                                     \
+        pfx##_tile_##B(y + A * (size_t)ldy, ldy, (const uint32_t *)x + A * (size_t)ldb, ldb, P, np, first); \
+    }
+#define TS_PANEL_TILES_3ROW(pfx, TILE)                                                                     \
+    TS_PANEL_TILE_MS(pfx, TILE, 1)                                                                         \
+    TS_PANEL_TILE_MS(pfx, TILE, 2)                                                                         \
+    TS_PANEL_TILE_MS(pfx, TILE, 3)                                                                         \
+    TS_PANEL_TILE_ONE(pfx, 1)                                                                              \
+    TS_PANEL_TILE_ONE(pfx, 2)                                                                              \
+    TS_PANEL_TILE_ONE(pfx, 3)                                                                              \
+    TS_PANEL_TILE_TWO(pfx, 4, 2, 2)                                                                        \
+    TS_PANEL_TILE_TWO(pfx, 5, 3, 2)                                                                        \
+    TS_PANEL_TILE_TWO(pfx, 6, 3, 3)
+#define TS_PANEL_TILE_LIST(pfx) {0, pfx##_t1, pfx##_t2, pfx##_t3, pfx##_t4, pfx##_t5, pfx##_t6}
 
 /* y[s * ldy + n] = the product for s in [0, S), n in [n0, n1) (gemm.h's contract). */
 void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W,

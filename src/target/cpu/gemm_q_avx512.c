@@ -378,33 +378,40 @@ static void q16_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, in
     q16_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
 
-/* ms (<= Q16_MR) x rows of the block against the panel: np pairs = np / 16 blocks. */
-static inline __attribute__((always_inline)) void q16_tile(float *y, int ldy, const uint32_t *x, int ldb,
-                                                            const uint32_t *P, int np, int MS, int first) {
+/* ms (<= Q16_MR) x rows of the block against the panel, per 32-position block an integer dot
+ * product then scaled in FP32. I8 (constant): the 8-bit form (8 vpdpbusd steps of 4 positions a
+ * block, the sums starting from the block's offset correction stored after the scales), else the
+ * 16-bit one (16 vpdpwssd steps of 2 positions, from zero). np panel steps = np / (I8 ? 8 : 16)
+ * blocks; the block scales of W follow the panel, those of x follow each x row. */
+static inline __attribute__((always_inline)) void qint_tile(float *y, int ldy, const uint32_t *x, int ldb,
+                                                             const uint32_t *P, int np, int MS, int first, int I8) {
+    const int steps = I8 ? 8 : 16, nblk = np / steps;
     const float *dw = (const float *)(P + (size_t)np * TS_PANEL_N);
+    const __m512i *corr = (const __m512i *)(dw + (size_t)nblk * TS_PANEL_N);
     __m512 acc[Q16_MR][4];
 #pragma GCC unroll 3
     for (int i = 0; i < MS; i++)
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
-    for (int blk = 0; blk < np / 16; blk++) {
+    for (int blk = 0; blk < nblk; blk++) {
         __m512i s[Q16_MR][4];
-#pragma GCC unroll 3
-        for (int i = 0; i < MS; i++)
 #pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) s[i][j] = _mm512_setzero_si512();
-        const uint32_t *pp = P + (size_t)blk * 16 * TS_PANEL_N;
+        for (int j = 0; j < 4; j++) {
+            __m512i c = I8 ? _mm512_load_si512(corr + (size_t)blk * 4 + j) : _mm512_setzero_si512();
+#pragma GCC unroll 3
+            for (int i = 0; i < MS; i++) s[i][j] = c;
+        }
+        const uint32_t *pp = P + (size_t)blk * steps * TS_PANEL_N;
 #pragma GCC unroll 2
-        for (int p = 0; p < 16; p++, pp += TS_PANEL_N) {
-            __m512i w0 = _mm512_load_si512(pp), w1 = _mm512_load_si512(pp + 16);
-            __m512i w2 = _mm512_load_si512(pp + 32), w3 = _mm512_load_si512(pp + 48);
+        for (int q = 0; q < steps; q++, pp += TS_PANEL_N) {
+            __m512i w[4] = {_mm512_load_si512(pp), _mm512_load_si512(pp + 16), _mm512_load_si512(pp + 32),
+                            _mm512_load_si512(pp + 48)};
 #pragma GCC unroll 3
             for (int i = 0; i < MS; i++) {
-                __m512i b = _mm512_set1_epi32((int)x[(size_t)i * ldb + blk * 16 + p]);
-                s[i][0] = _mm512_dpwssd_epi32(s[i][0], w0, b);
-                s[i][1] = _mm512_dpwssd_epi32(s[i][1], w1, b);
-                s[i][2] = _mm512_dpwssd_epi32(s[i][2], w2, b);
-                s[i][3] = _mm512_dpwssd_epi32(s[i][3], w3, b);
+                __m512i b = _mm512_set1_epi32((int)x[(size_t)i * ldb + blk * steps + q]);
+#pragma GCC unroll 4
+                for (int j = 0; j < 4; j++)
+                    s[i][j] = I8 ? _mm512_dpbusd_epi32(s[i][j], b, w[j]) : _mm512_dpwssd_epi32(s[i][j], w[j], b);
             }
         }
 #pragma GCC unroll 3
@@ -417,51 +424,18 @@ static inline __attribute__((always_inline)) void q16_tile(float *y, int ldy, co
                                             acc[i][j]);
         }
     }
-#pragma GCC unroll 3
-    for (int i = 0; i < MS; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            float *d = y + (size_t)i * ldy + 16 * j;
-            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
-        }
+    ts_panel_store(y, ldy, acc, MS, first);
 }
+#define q16_tile(y, ldy, x, ldb, P, np, MS, first) qint_tile(y, ldy, x, ldb, P, np, MS, first, 0)
+#define q8x_tile(y, ldy, x, ldb, P, np, MS, first) qint_tile(y, ldy, x, ldb, P, np, MS, first, 1)
 
 /* Tiles of 1-3 rows; 4-6 as two of them (the framework's tiles go up to 6 rows). */
-#define Q16_TILE(MS)                                                                                         \
-    static void q16_tile_##MS(float *y, int ldy, const uint32_t *x, int ldb, const uint32_t *P, int np, int first) { \
-        if (first) q16_tile(y, ldy, x, ldb, P, np, MS, 1);                                                   \
-        else q16_tile(y, ldy, x, ldb, P, np, MS, 0);                                                         \
-    }
-Q16_TILE(1)
-Q16_TILE(2)
-Q16_TILE(3)
-#undef Q16_TILE
-static void q16_t1(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q16_tile_1(y, ldy, x, ldb, P, np, first);
-}
-static void q16_t2(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q16_tile_2(y, ldy, x, ldb, P, np, first);
-}
-static void q16_t3(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q16_tile_3(y, ldy, x, ldb, P, np, first);
-}
-static void q16_t4(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q16_tile_2(y, ldy, x, ldb, P, np, first);
-    q16_tile_2(y + 2 * (size_t)ldy, ldy, (const uint32_t *)x + 2 * (size_t)ldb, ldb, P, np, first);
-}
-static void q16_t5(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q16_tile_3(y, ldy, x, ldb, P, np, first);
-    q16_tile_2(y + 3 * (size_t)ldy, ldy, (const uint32_t *)x + 3 * (size_t)ldb, ldb, P, np, first);
-}
-static void q16_t6(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q16_tile_3(y, ldy, x, ldb, P, np, first);
-    q16_tile_3(y + 3 * (size_t)ldy, ldy, (const uint32_t *)x + 3 * (size_t)ldb, ldb, P, np, first);
-}
+TS_PANEL_TILES_3ROW(q16, q16_tile)
 
 static const ts_panel_ops k_q8_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8,
-                                      {0, q16_t1, q16_t2, q16_t3, q16_t4, q16_t5, q16_t6}, TS_DTYPE_Q8_0};
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0};
 static const ts_panel_ops k_q4_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4,
-                                      {0, q16_t1, q16_t2, q16_t3, q16_t4, q16_t5, q16_t6}, TS_DTYPE_Q4_0};
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0};
 
 
 /* ---- Prefill, experimental: 8-bit x (llama.cpp's Q8_0 activations) with vpdpbusd ----
@@ -544,90 +518,11 @@ static void q8x_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, in
     q8x_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
 
-static inline __attribute__((always_inline)) void q8x_tile(float *y, int ldy, const uint32_t *x, int ldb,
-                                                            const uint32_t *P, int np, int MS, int first) {
-    int nblk = np / 8;
-    const float *dw = (const float *)(P + (size_t)np * TS_PANEL_N);
-    const __m512i *corr = (const __m512i *)(dw + (size_t)nblk * TS_PANEL_N);
-    __m512 acc[Q16_MR][4];
-#pragma GCC unroll 3
-    for (int i = 0; i < MS; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
-    for (int blk = 0; blk < nblk; blk++) {
-        __m512i s[Q16_MR][4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            __m512i c = _mm512_load_si512(corr + (size_t)blk * 4 + j);
-#pragma GCC unroll 3
-            for (int i = 0; i < MS; i++) s[i][j] = c;
-        }
-        const uint32_t *pp = P + (size_t)blk * 8 * TS_PANEL_N;
-#pragma GCC unroll 2
-        for (int q = 0; q < 8; q++, pp += TS_PANEL_N) {
-            __m512i w0 = _mm512_load_si512(pp), w1 = _mm512_load_si512(pp + 16);
-            __m512i w2 = _mm512_load_si512(pp + 32), w3 = _mm512_load_si512(pp + 48);
-#pragma GCC unroll 3
-            for (int i = 0; i < MS; i++) {
-                __m512i b = _mm512_set1_epi32((int)x[(size_t)i * ldb + blk * 8 + q]);
-                s[i][0] = _mm512_dpbusd_epi32(s[i][0], b, w0);
-                s[i][1] = _mm512_dpbusd_epi32(s[i][1], b, w1);
-                s[i][2] = _mm512_dpbusd_epi32(s[i][2], b, w2);
-                s[i][3] = _mm512_dpbusd_epi32(s[i][3], b, w3);
-            }
-        }
-#pragma GCC unroll 3
-        for (int i = 0; i < MS; i++) {
-            __m512 dx = _mm512_set1_ps(((const float *)(x + (size_t)i * ldb + np))[blk]);
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++)
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][j]),
-                                            _mm512_mul_ps(_mm512_loadu_ps(dw + (size_t)blk * TS_PANEL_N + 16 * j), dx),
-                                            acc[i][j]);
-        }
-    }
-#pragma GCC unroll 3
-    for (int i = 0; i < MS; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            float *d = y + (size_t)i * ldy + 16 * j;
-            _mm512_storeu_ps(d, first ? acc[i][j] : _mm512_add_ps(_mm512_loadu_ps(d), acc[i][j]));
-        }
-}
-#define Q8X_TILE(MS)                                                                                         \
-    static void q8x_tile_##MS(float *y, int ldy, const uint32_t *x, int ldb, const uint32_t *P, int np, int first) { \
-        if (first) q8x_tile(y, ldy, x, ldb, P, np, MS, 1);                                                   \
-        else q8x_tile(y, ldy, x, ldb, P, np, MS, 0);                                                         \
-    }
-Q8X_TILE(1)
-Q8X_TILE(2)
-Q8X_TILE(3)
-#undef Q8X_TILE
-static void q8x_t1(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q8x_tile_1(y, ldy, x, ldb, P, np, first);
-}
-static void q8x_t2(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q8x_tile_2(y, ldy, x, ldb, P, np, first);
-}
-static void q8x_t3(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q8x_tile_3(y, ldy, x, ldb, P, np, first);
-}
-static void q8x_t4(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q8x_tile_2(y, ldy, x, ldb, P, np, first);
-    q8x_tile_2(y + 2 * (size_t)ldy, ldy, (const uint32_t *)x + 2 * (size_t)ldb, ldb, P, np, first);
-}
-static void q8x_t5(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q8x_tile_3(y, ldy, x, ldb, P, np, first);
-    q8x_tile_2(y + 3 * (size_t)ldy, ldy, (const uint32_t *)x + 3 * (size_t)ldb, ldb, P, np, first);
-}
-static void q8x_t6(float *y, int ldy, const void *x, int ldb, const void *P, int np, int first) {
-    q8x_tile_3(y, ldy, x, ldb, P, np, first);
-    q8x_tile_3(y + 3 * (size_t)ldy, ldy, (const uint32_t *)x + 3 * (size_t)ldb, ldb, P, np, first);
-}
+TS_PANEL_TILES_3ROW(q8x, q8x_tile)
 static const ts_panel_ops k_q8_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8,
-                                     {0, q8x_t1, q8x_t2, q8x_t3, q8x_t4, q8x_t5, q8x_t6}, TS_DTYPE_Q8_0};
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0};
 static const ts_panel_ops k_q4_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4,
-                                     {0, q8x_t1, q8x_t2, q8x_t3, q8x_t4, q8x_t5, q8x_t6}, TS_DTYPE_Q4_0};
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0};
 
 
 static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
