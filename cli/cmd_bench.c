@@ -19,6 +19,7 @@
 #include "io/quant.h"
 #include "model/model.h"
 #include "model/quantize.h"
+#include "target/cpu/cpu_target.h"
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
@@ -186,10 +187,17 @@ int cmd_bench(int argc, char **argv) {
     /* Load: opening the model and creating the first session; cold TTFT adds its first prefill. */
     double t_load = t_open + pf[0].create_ms / 1e3, cold_ttft = t_open + pf[0].cold_ms / 1e3;
     const char *variant = ts_cpu_variant_name(ts_cpu_best_variant());
+    /* The kernels the matrices run with (the AVX-512 ones are chosen per core by timing, gemm.h) */
+    char kernels[512];
+    if (!strcmp(m->cfg.torch_dtype, "Q8_0") || !strcmp(m->cfg.torch_dtype, "Q4_0"))
+        snprintf(kernels, sizeof kernels, "%s", ts_cpu_gemm_q_name(ts_cpu_best_variant()));
+    else
+        snprintf(kernels, sizeof kernels, "prefill %s; decode %s", ts_cpu_prefill_kernel_name(ts_cpu_best_variant()),
+                 ts_cpu_decode_kernel_name(ts_cpu_best_variant()));
     /* Counted, not declared: the regions one decoded token ran, less the LM head's, per layer. */
     double dpl = (dec.dispatches_per_run - 1) / c->n_layers;
     if (as_json) {
-        printf("{\"model\": \"%s\", \"target\": \"cpu\", \"variant\": \"%s\", \"threads\": %d, "
+        printf("{\"model\": \"%s\", \"target\": \"cpu\", \"variant\": \"%s\", \"kernels\": \"%s\", \"threads\": %d, "
                "\"prefill_tokens\": %d, \"prefill_tok_s\": %.3f, \"prefill_tok_s_sd\": %.3f, "
                "\"prefill_gflops\": %.2f, \"decode_ctx\": %lld, \"decode_tok_s\": %.3f, "
                "\"decode_tok_s_sd\": %.3f, \"decode_gbs\": %.2f, \"bytes_per_token\": %.0f, "
@@ -200,7 +208,7 @@ int cmd_bench(int argc, char **argv) {
                "\"dispatches_per_layer\": %.2f, \"load_s\": %.3f, \"cold_ttft_s\": %.3f, "
                "\"rss_peak_mb\": %.1f, \"anon_huge_mb\": %.1f, \"copied_weights\": %s, \"trials\": %lld, "
                "\"prefill\": [",
-               dir, variant, nth, sizes[n_sizes - 1], last->rate, last->rate_sd, pf_gflops[n_sizes - 1], decode_ctx,
+               dir, variant, kernels, nth, sizes[n_sizes - 1], last->rate, last->rate_sd, pf_gflops[n_sizes - 1], decode_ctx,
                dec.rate, dec.rate_sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac,
                dec_frac, pk.read_stream_4k_gbs, pk.read_gemv_4k_gbs, pk.read_stream_2m_gbs, pk.read_gemv_2m_gbs,
                pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", dpl, t_load, cold_ttft, rss_mb, huge_mb, copy_weights ? "true" : "false", trials);
@@ -210,6 +218,7 @@ int cmd_bench(int argc, char **argv) {
         printf("]}\n");
     } else {
         printf("bench %s: cpu target, %s, %d threads, %lld trials\n", dir, variant, nth, trials);
+        printf("kernels: %s\n", kernels);
         printf("machine peaks (this run): %.1f GFLOP/s %s, %.1f GB/s read (%s)\n", pk.flops_gflops,
                pk.flops_instr, pk.read_gbs, pk.read_best);
         printf("  read by pattern, GB/s: load stream %.1f (4 KiB pages) %.1f (2 MiB: %.0f%% huge); decode GEMV %.1f "

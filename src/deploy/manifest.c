@@ -82,6 +82,8 @@ static json_t *target_json(int threads, const json_t *phase4, const json_t *phas
                                                         "why", pwhy ? pwhy : ""));
     json_object_set_new(t, "prefill_kernel", json_string(ts_cpu_prefill_kernel_name(ts_cpu_best_variant())));
     json_object_set_new(t, "decode_kernel", json_string(ts_cpu_decode_kernel_name(ts_cpu_best_variant())));
+    /* what Q8_0 / Q4_0 matrices run with here (a quantized model's GEMMs; gemm.h) */
+    json_object_set_new(t, "quant_kernels", json_string(ts_cpu_gemm_q_name(ts_cpu_best_variant())));
     return t;
 }
 

@@ -164,6 +164,9 @@ int ts_cpu_dispatches_per_layer(const ts_cpu *c);
 const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v);
 /* The decode GEMV this variant runs on this core (the avx512bf16 one is chosen per core). */
 const char *ts_cpu_decode_kernel_name(ts_cpu_variant v);
+/* What Q8_0 / Q4_0 matrices run with on this core: the decode GEMV and the prefill kernel (the
+ * AVX-512 one chosen per core by timing; TESSERA_Q_PREFILL overrides). */
+const char *ts_cpu_gemm_q_name(ts_cpu_variant v);
 /* Rows per prefill chunk: a P-token prompt runs its GEMMs and attention on pieces of at most
  * this many rows (phase 1 checks those shapes). */
 #define TS_CPU_PREFILL_CHUNK 256

@@ -177,7 +177,6 @@ const char *ts_q_prefill_name(ts_q_prefill k);
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);
 /* The batched decode for Q8_0 / Q4_0 (as ts_cpu_gemv_batch_for: each row as the S == 1 path). */
 ts_gemm_q_fn ts_cpu_gemv_batch_q_for(ts_cpu_variant v);
-const char *ts_cpu_gemm_q_name(ts_cpu_variant v);
 /* A default tile for (S, N, K) before any autotuning. */
 ts_gemm_tile ts_cpu_gemm_default_tile(int S, int N, int K);
 

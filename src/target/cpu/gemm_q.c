@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "io/dtype.h"
+#include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
 
 /* Natural position k of a 16-block lies at this packed index (ts_cpu_pack_row). */

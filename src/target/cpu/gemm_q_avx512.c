@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "target/cpu/gemm.h"
 #include "target/cpu/gemm_panels_avx512.h"
@@ -549,6 +550,50 @@ static const char *const k_q_prefill_names[] = {"f32", "bf16", "i8", "i16"};
 const char *ts_q_prefill_name(ts_q_prefill k) { return (unsigned)k < 4 ? k_q_prefill_names[k] : "?"; }
 
 static ts_q_prefill g_q_prefill;
+
+/* The fastest of the three kernels whose results stay within the BF16 kernel's error (F32,
+ * BF16, I16; I8 rounds x to 8 bits, llama.cpp's arithmetic, and is only taken when asked for):
+ * each timed on the same L2-resident Q8_0 problem (128 rows x 1024, 48 positions: the panels
+ * are reused across positions as in a real prefill, so the instruction mix decides), alternating,
+ * best of 3. On the Intel Xeon of docs/performance.md this picks I16 (F32 is what the FMA-vs-
+ * vdpbf16ps probe alone would pick there, 0.8x of it in a full prefill); on a core where
+ * vdpbf16ps is the fast instruction, BF16. */
+static ts_q_prefill time_q_prefill(void) {
+    enum { N = 128, K = 1024, S = 48 };
+    const size_t rb = ts_dtype_bytes(TS_DTYPE_Q8_0, K);
+    uint8_t *W = malloc(rb * N);
+    float *x = malloc(sizeof(float) * S * K), *y = malloc(sizeof(float) * S * N);
+    if (!W || !x || !y) {
+        free(W), free(x), free(y);
+        return ts_cpu_avx512_prefill_f32() ? TS_Q_PREFILL_F32 : TS_Q_PREFILL_BF16;
+    }
+    uint32_t r = 12345;
+    for (size_t i = 0; i < rb * N; i++) {
+        r = r * 1664525u + 1013904223u;
+        W[i] = (uint8_t)(r >> 24);
+    }
+    for (size_t b = 0; b < rb * N; b += 34) W[b] = 0x00, W[b + 1] = 0x20; /* F16 scale 2^-7 */
+    for (int i = 0; i < S * K; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = (float)(int)(r >> 20) / 2048.0f - 1.0f;
+    }
+    const ts_q_prefill cand[] = {TS_Q_PREFILL_F32, TS_Q_PREFILL_BF16, TS_Q_PREFILL_I16};
+    double best[3] = {1e30, 1e30, 1e30};
+    for (int round = 0; round < 4; round++) /* round 0 warms caches and clocks, not counted */
+        for (int c = 0; c < 3; c++) {
+            struct timespec a, b;
+            clock_gettime(CLOCK_MONOTONIC, &a);
+            ts_cpu_gemm_q_prefill_avx512(cand[c], y, N, x, K, W, TS_DTYPE_Q8_0, K, S, 0, N);
+            clock_gettime(CLOCK_MONOTONIC, &b);
+            double t = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+            if (round && t < best[c]) best[c] = t;
+        }
+    free(W), free(x), free(y);
+    int k = 0;
+    for (int c = 1; c < 3; c++)
+        if (best[c] < best[k]) k = c;
+    return cand[k];
+}
 static void choose_q_prefill(void) {
     const char *e = getenv("TESSERA_Q_PREFILL");
     for (int k = 0; e && k < 4; k++)
@@ -556,8 +601,7 @@ static void choose_q_prefill(void) {
             g_q_prefill = (ts_q_prefill)k;
             return;
         }
-    /* where vdpbf16ps is the fast instruction (the BF16 prefill probe, gemm.h) */
-    g_q_prefill = ts_cpu_avx512_prefill_f32() ? TS_Q_PREFILL_F32 : TS_Q_PREFILL_BF16;
+    g_q_prefill = time_q_prefill();
 }
 
 ts_q_prefill ts_cpu_avx512_q_prefill(void) {
