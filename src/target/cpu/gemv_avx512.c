@@ -111,6 +111,24 @@ void ts_cpu_gemv_f32_avx512(float *y, const float *xp, const uint16_t *W, int K,
     free(heap);
 }
 
+/* One 32-position step of the tile: every x row's two vectors (loaded once, kept in a
+ * register) times the R widened W halves into the pair's two accumulators. */
+static inline __attribute__((always_inline)) void tile_fma(__m512 a[3][4][2], const __m512 e[3], const __m512 o[3],
+                                                           const float *xb, size_t ldx, int R, int G) {
+#pragma GCC unroll 4
+    for (int g = 0; g < G; g++) {
+        const float *x = xb + (size_t)g * ldx;
+        __m512 x0 = _mm512_load_ps(x);
+        IN_REG(x0);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
+        __m512 x1 = _mm512_load_ps(x + 16);
+        IN_REG(x1);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
+    }
+}
+
 /* The batch kernel's register tile: R W rows x G x rows, each (W row, x row) pair with exactly
  * rows_dot's four accumulators and their operations in the same order. rows_dot reads a
  * 128-byte step of W into lanes 0-1 (its first 64 bytes) and 2-3 (its second); the four
@@ -147,18 +165,7 @@ static inline __attribute__((always_inline)) void tile_dot(float *y, size_t ldy,
                 IN_REG(w0);
                 e[r] = even_f32(w0), o[r] = odd_f32(w0);
             }
-#pragma GCC unroll 4
-            for (int g = 0; g < G; g++) {
-                const float *x = x32 + (size_t)g * ldx + b;
-                __m512 x0 = _mm512_load_ps(x);
-                IN_REG(x0);
-#pragma GCC unroll 3
-                for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
-                __m512 x1 = _mm512_load_ps(x + 16);
-                IN_REG(x1);
-#pragma GCC unroll 3
-                for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
-            }
+            tile_fma(a, e, o, x32 + b, ldx, R, G);
         }
         for (; b < K; b += 32) { /* 32 or 16 positions left (K % 16 == 0); x32 is zero past K */
             __m512 e[3], o[3];
@@ -168,18 +175,7 @@ static inline __attribute__((always_inline)) void tile_dot(float *y, size_t ldy,
                 IN_REG(w0);
                 e[r] = even_f32(w0), o[r] = odd_f32(w0);
             }
-#pragma GCC unroll 4
-            for (int g = 0; g < G; g++) {
-                const float *x = x32 + (size_t)g * ldx + b;
-                __m512 x0 = _mm512_load_ps(x);
-                IN_REG(x0);
-#pragma GCC unroll 3
-                for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
-                __m512 x1 = _mm512_load_ps(x + 16);
-                IN_REG(x1);
-#pragma GCC unroll 3
-                for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
-            }
+            tile_fma(a, e, o, x32 + b, ldx, R, G);
         }
 #pragma GCC unroll 3
         for (int r = 0; r < R; r++)
