@@ -39,6 +39,12 @@ finish() {
     [ "$fail" -eq 0 ]
 }
 
+# kill_at_exit: every pid the test appends to PIDS (serve_start does) is killed when it exits
+kill_at_exit() {
+    PIDS=()
+    trap 'for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done' EXIT
+}
+
 # serve_start LOG MODEL ARGS...: starts `tessera serve MODEL --port 0 ARGS` in the background
 # (stderr to LOG), waits for its "listening on" line and sets PORT and SPID (also appended to
 # the caller's PIDS array, which it kills at exit). A server that does not come up fails the test.

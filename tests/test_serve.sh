@@ -13,9 +13,7 @@ TOK="$SHARED/tokenizers/qwen3"
 M="$TMP/q"
 "$BIN" synth qwen3-0.6b-tiny "$M" --seed 5 --vocab 151936 --tokenizer "$TOK" >/dev/null || { bad "synth"; finish; exit; }
 KEY=sekret-key
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
-trap cleanup EXIT
+kill_at_exit
 
 # start_server LOG ARGS...: starts `tessera serve M --port 0 ARGS`, waits for its "listening on"
 # line and sets PORT and SPID.

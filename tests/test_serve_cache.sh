@@ -12,9 +12,7 @@ source "$(dirname "$0")/lib.sh"
 TOK="$SHARED/tokenizers/qwen3"
 M="$TMP/q"
 "$BIN" synth qwen3-0.6b-tiny "$M" --seed 5 --vocab 151936 --tokenizer "$TOK" >/dev/null || { bad "synth"; finish; exit; }
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
-trap cleanup EXIT
+kill_at_exit
 
 # start_server LOG ARGS...: as in test_serve.sh; sets PORT and SPID.
 start_server() { serve_start "$1" "$M" --threads 2 --ctx 2048 --date 2026-03-14 "${@:2}"; }

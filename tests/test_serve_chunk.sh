@@ -15,9 +15,7 @@ NAME=serve_chunk
 source "$(dirname "$0")/lib.sh"
 
 M="$SHARED/models/stories260K.gguf"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
-trap cleanup EXIT
+kill_at_exit
 
 # The requests: phase 1 (decoders first, streamed; then long and short prompts at once), phase 2
 # (prompts extending phase 1's), and for `tessera run` the greedy ones' prompts and -n.

@@ -21,9 +21,7 @@ NAME=serve_load
 source "$(dirname "$0")/lib.sh"
 HERE=$(dirname "$0")
 
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
-trap cleanup EXIT
+kill_at_exit
 T0=$(date +%s.%N)
 
 PER=8

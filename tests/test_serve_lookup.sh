@@ -12,9 +12,7 @@ set -u
 NAME=serve_lookup
 source "$(dirname "$0")/lib.sh"
 
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
-trap cleanup EXIT
+kill_at_exit
 
 # start_server LOG MODEL ARGS...: sets PORT and SPID
 start_server() { serve_start "$1" "$2" --threads 2 "${@:3}"; }

@@ -13,9 +13,7 @@ set -u
 NAME=serve_tools
 source "$(dirname "$0")/lib.sh"
 
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done; }
-trap cleanup EXIT
+kill_at_exit
 
 TOK="$SHARED/tokenizers/qwen3"
 M="$TMP/q"
