@@ -47,12 +47,15 @@ static int check_kernels(ts_eval_checks *k, const json_t *man) {
     ts_cpu_variant v = ts_cpu_best_variant();
     const char *now_var = ts_cpu_variant_name(v), *now_pk = ts_cpu_prefill_kernel_name(v);
     const char *dk = json_string_value(json_object_get(t, "decode_kernel")), *now_dk = ts_cpu_decode_kernel_name(v);
+    const char *qk = json_string_value(json_object_get(t, "quant_kernels")), *now_qk = ts_cpu_gemm_q_name(v);
     if (var && strcmp(var, now_var))
         ts_eval_note(k, 1, "this CPU runs the %s kernels; the deployment was measured with %s", now_var, var);
     else if (pk && strcmp(pk, now_pk))
         ts_eval_note(k, 1, "this process's prefill GEMM is %s; the deployment was measured with %s", now_pk, pk);
     else if (dk && strcmp(dk, now_dk))
         ts_eval_note(k, 1, "this process's decode GEMV is %s; the deployment was measured with %s", now_dk, dk);
+    else if (qk && strcmp(qk, now_qk)) /* TESSERA_Q_PREFILL set differently, or another core */
+        ts_eval_note(k, 1, "this process's Q8_0/Q4_0 kernels are %s; the deployment was measured with %s", now_qk, qk);
     else {
         ts_eval_note(k, 0, "kernels as deployed: %s%s%s", now_var, pk ? ", prefill " : "", pk ? pk : "");
         return 1;

@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "target/cpu/gemm.h"
 #include "target/cpu/gemm_panels_avx512.h"
@@ -551,55 +550,20 @@ const char *ts_q_prefill_name(ts_q_prefill k) { return (unsigned)k < 4 ? k_q_pre
 
 static ts_q_prefill g_q_prefill;
 
-/* The faster of the two kernels that keep prefill as exact as decode (F32: W dequantized
- * exactly, rel_l2 ~2e-7; I16: decode's own 16-bit x, ~1.5e-5), each timed on the same
- * L2-resident Q8_0 problem (128 rows x 1024, 48 positions: the panels are reused across
- * positions as in a real prefill, so the instruction mix decides), alternating, best of 3.
- * BF16 (~2e-3: a quantized model's prefill would then differ from its decode by 30x more than
- * test_cpu_forward allows) and I8 (8-bit activations, llama.cpp's arithmetic, over the phase-1
- * gate with outlier channels) run only when asked for. On the Intel Xeon of
- * docs/performance.md this picks I16, 1.2x F32 in a full prefill. */
-static ts_q_prefill time_q_prefill(void) {
-    enum { N = 128, K = 1024, S = 48 };
-    const size_t rb = ts_dtype_bytes(TS_DTYPE_Q8_0, K);
-    uint8_t *W = malloc(rb * N);
-    float *x = malloc(sizeof(float) * S * K), *y = malloc(sizeof(float) * S * N);
-    if (!W || !x || !y) {
-        free(W), free(x), free(y);
-        return TS_Q_PREFILL_F32;
-    }
-    uint32_t r = 12345;
-    for (size_t i = 0; i < rb * N; i++) {
-        r = r * 1664525u + 1013904223u;
-        W[i] = (uint8_t)(r >> 24);
-    }
-    for (size_t b = 0; b < rb * N; b += 34) W[b] = 0x00, W[b + 1] = 0x20; /* F16 scale 2^-7 */
-    for (int i = 0; i < S * K; i++) {
-        r = r * 1664525u + 1013904223u;
-        x[i] = (float)(int)(r >> 20) / 2048.0f - 1.0f;
-    }
-    const ts_q_prefill cand[] = {TS_Q_PREFILL_F32, TS_Q_PREFILL_I16};
-    double best[2] = {1e30, 1e30};
-    for (int round = 0; round < 4; round++) /* round 0 warms caches and clocks, not counted */
-        for (int c = 0; c < 2; c++) {
-            struct timespec a, b;
-            clock_gettime(CLOCK_MONOTONIC, &a);
-            ts_cpu_gemm_q_prefill_avx512(cand[c], y, N, x, K, W, TS_DTYPE_Q8_0, K, S, 0, N);
-            clock_gettime(CLOCK_MONOTONIC, &b);
-            double t = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
-            if (round && t < best[c]) best[c] = t;
-        }
-    free(W), free(x), free(y);
-    return cand[best[1] < best[0]];
-}
+/* I16 unless asked otherwise: of the two kernels that keep prefill as exact as decode (F32: W
+ * dequantized exactly, rel_l2 ~2e-7; I16: decode's own 16-bit x, ~1.5e-5), I16 does twice the
+ * multiply-adds per instruction (vpdpwssd) and ran a 512-token prefill 1.13-1.19x faster than F32
+ * on the Intel Xeon of docs/performance.md. A fixed rule, not a timing: timing the two on one
+ * small problem at start-up picked differently in two processes of one deployment (they are
+ * close there), so phase 7 re-measured another kernel than phase 4 had claimed with. BF16
+ * (~2e-3: a quantized model's prefill would differ from its decode 20-30x beyond
+ * test_cpu_forward's bound) and I8 (8-bit activations, llama.cpp's arithmetic, over the phase-1
+ * gate with outlier channels) run only when asked for. */
 static void choose_q_prefill(void) {
     const char *e = getenv("TESSERA_Q_PREFILL");
+    g_q_prefill = TS_Q_PREFILL_I16;
     for (int k = 0; e && k < 4; k++)
-        if (!strcmp(e, k_q_prefill_names[k])) {
-            g_q_prefill = (ts_q_prefill)k;
-            return;
-        }
-    g_q_prefill = time_q_prefill();
+        if (!strcmp(e, k_q_prefill_names[k])) g_q_prefill = (ts_q_prefill)k;
 }
 
 ts_q_prefill ts_cpu_avx512_q_prefill(void) {
