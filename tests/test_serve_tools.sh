@@ -14,6 +14,15 @@ NAME=serve_tools
 source "$(dirname "$0")/lib.sh"
 
 kill_at_exit
+# slots_freed: waits up to 5 s for no active slot; freed=1 if so, m = the last /metrics text
+slots_freed() {
+    freed=0
+    for _ in $(seq 50); do
+        m=$(curl -sS -m 5 "http://127.0.0.1:$PORT/metrics")
+        grep -q '^tessera_active_slots 0$' <<<"$m" && { freed=1; break; }
+        sleep 0.1
+    done
+}
 
 TOK="$SHARED/tokenizers/qwen3"
 M="$TMP/q"
@@ -35,12 +44,7 @@ for t in qwen3 qwen2.5 llama3.1; do
         for _ in $(seq 200); do grep -q '^data: {' "$TMP/cut" && break; sleep 0.05; done
         kill "$cut_pid"
         wait "$cut_pid" 2>/dev/null
-        freed=0
-        for _ in $(seq 50); do
-            m=$(curl -sS -m 5 "http://127.0.0.1:$PORT/metrics")
-            grep -q '^tessera_active_slots 0$' <<<"$m" && { freed=1; break; }
-            sleep 0.1
-        done
+        slots_freed
         [ $freed = 1 ] && grep -q 'status="499"} 1' <<<"$m" && ! grep -q DONE "$TMP/cut" && ok \
             || bad "a client gone during a held-back reply: slot not freed or not counted 499: $(grep -E 'active|499' <<<"$m")"
         # the same, not streamed: nothing is written before the end, so the socket is watched
@@ -49,12 +53,7 @@ for t in qwen3 qwen2.5 llama3.1; do
         for _ in $(seq 100); do grep -q '^tessera_active_slots 1$' <(curl -sS -m 5 "http://127.0.0.1:$PORT/metrics") && break; sleep 0.02; done
         kill "$cut_pid"
         wait "$cut_pid" 2>/dev/null
-        freed=0
-        for _ in $(seq 50); do
-            m=$(curl -sS -m 5 "http://127.0.0.1:$PORT/metrics")
-            grep -q '^tessera_active_slots 0$' <<<"$m" && { freed=1; break; }
-            sleep 0.1
-        done
+        slots_freed
         [ $freed = 1 ] && grep -q 'status="499"} 2' <<<"$m" && ok \
             || bad "a non-streamed client gone: slot not freed or not counted 499: $(grep -E 'active|499' <<<"$m")"
     fi

@@ -195,18 +195,7 @@ static inline __attribute__((always_inline)) void tile_dot(float *y, size_t ldy,
             IN_REG(w1);
             e[r] = even_f32(w1), o[r] = odd_f32(w1);
         }
-#pragma GCC unroll 4
-        for (int g = 0; g < G; g++) {
-            const float *x = x32 + (size_t)g * ldx + b + 32;
-            __m512 x0 = _mm512_load_ps(x);
-            IN_REG(x0);
-#pragma GCC unroll 3
-            for (int r = 0; r < R; r++) a[r][g][0] = _mm512_fmadd_ps(x0, e[r], a[r][g][0]);
-            __m512 x1 = _mm512_load_ps(x + 16);
-            IN_REG(x1);
-#pragma GCC unroll 3
-            for (int r = 0; r < R; r++) a[r][g][1] = _mm512_fmadd_ps(x1, o[r], a[r][g][1]);
-        }
+        tile_fma(a, e, o, x32 + b + 32, ldx, R, G);
     }
 #pragma GCC unroll 3
     for (int r = 0; r < R; r++)
