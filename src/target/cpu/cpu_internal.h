@@ -72,6 +72,8 @@ struct ts_cpu {
     const float *final_norm;
     void **owned;
     int n_owned;
+    char *slab; /* the matrix copies, carved in load order (own_mat in cpu_forward.c) */
+    size_t slab_size, slab_used;
     size_t converted;
     float *inv_freq;
     int sc_len;         /* positions one attention score row holds: the largest cache capacity */
