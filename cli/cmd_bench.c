@@ -23,10 +23,11 @@
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
-    "                     [--trials 5] [--autotune] [--copy-weights] [--quant q8_0|q4_0] [--json]\n"
-    "                     [--batch 1,2,4,8]\n\n"
-    "--copy-weights copies the weights at load (2 MiB huge pages where the kernel allows)\n"
-    "instead of reading them in place from the mmap. --quant quantizes BF16/F16/F32 weight\n"
+    "                     [--trials 5] [--autotune] [--copy-weights|--mmap-weights] [--quant q8_0|q4_0]\n"
+    "                     [--json] [--batch 1,2,4,8]\n\n"
+    "--copy-weights copies the weights at load (2 MiB huge pages where the kernel allows),\n"
+    "--mmap-weights reads them in place from the mmap; default: as `tessera run` does (a copy\n"
+    "when the file stores Q8_0/Q4_0 matrices, else the mmap). --quant quantizes BF16/F16/F32 weight\n"
     "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them).\n"
     "--batch measures only batched decode instead (continuous batching): for each count B,\n"
     "B sequences with their own --decode-token contexts decode --gen tokens together; it\n"
@@ -94,7 +95,7 @@ static int bench_batch(const char *dir, ts_model *m, const ts_measure_opts *mo, 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *prefill = "128,512", *batch = NULL;
     long long decode_ctx = 128, gen = 16, threads = 0, trials = 5;
-    int as_json = 0, autotune = 0, copy_weights = 0, quant = -1;
+    int as_json = 0, autotune = 0, copy_weights = -1, quant = -1;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         long long lo = 1, hi = 1 << 20;
@@ -107,6 +108,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--json")) as_json = 1;
         else if (!strcmp(argv[i], "--autotune")) autotune = 1;
         else if (!strcmp(argv[i], "--copy-weights")) copy_weights = 1;
+        else if (!strcmp(argv[i], "--mmap-weights")) copy_weights = 0;
         else if (!strcmp(argv[i], "--quant") && i + 1 < argc) {
             if ((quant = ts_quant_parse(argv[++i])) < 0) return cli_usage("bench", k_usage, "--quant expects q8_0 or q4_0");
         }
@@ -131,6 +133,7 @@ int cmd_bench(int argc, char **argv) {
     if (!s && quant >= 0 && (s = ts_model_quantize(m, (ts_dtype)quant, &err))) ts_model_close(m);
     if (s) return cli_fail("bench", s, &err);
     double t_open = ts_now_s() - t0;
+    if (copy_weights < 0) copy_weights = ts_cpu_default_copy(m); /* as `tessera run` places them */
     int nth = ts_pool_resolve_threads((int)threads);
     json_t *tiles = NULL;
     if (autotune) {

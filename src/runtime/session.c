@@ -151,8 +151,9 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
                      "the default; --ctx raises it up to max_position_embeddings %d", cf->max_pos);
         }
     }
+    int copy = o->copy_weights >= 0 ? o->copy_weights : !st && ts_cpu_default_copy(s->m);
     ts_cpu_opts co = {.n_threads = o->n_threads, .force_variant = -1,
-                      .disable = o->copy_weights > 0 ? TS_OPT_ZERO_COPY : 0, .release_source = 1};
+                      .disable = copy ? TS_OPT_ZERO_COPY : 0, .release_source = 1};
     if (!st) {
         /* The KV cache of a long --ctx (or a copy of the weights) is the session's big
          * allocation: refused here when the machine cannot hold it, rather than swapping. */
@@ -168,7 +169,7 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
         if (!st && o->n_tiles) st = ts_cpu_tiles_set(s->cpu, o->tiles, o->n_tiles, err);
         /* The session holds its own copy of every weight now (each tensor's mapped pages went
          * as it was copied): the pages shared between tensors go too. */
-        if (!st && o->copy_weights > 0)
+        if (!st && copy)
             for (int i = 0; i < s->m->store.n_maps; i++) ts_mmap_release(&s->m->store.maps[i]);
     }
     if (!st) {

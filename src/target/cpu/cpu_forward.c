@@ -294,6 +294,17 @@ int ts_cpu_weight_quantized(const ts_model *m, uint64_t *bytes) {
     return n;
 }
 
+int ts_cpu_default_copy(const ts_model *m) {
+    const ts_config *cf = ts_model_config(m);
+    for (int l = 0; l <= cf->n_layers; l++) { /* l == n_layers: embed and lm_head */
+        const ts_layer_w *w = &m->layers[l < cf->n_layers ? l : 0];
+        const ts_tensor *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down, m->embed, m->lm_head};
+        for (size_t i = l < cf->n_layers ? 0 : 7; i < (l < cf->n_layers ? 7 : 9); i++)
+            if (mats[i] && quant_in_place(mats[i]) && !mats[i]->heap) return 1;
+    }
+    return 0;
+}
+
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
                      ts_error *err) {
     *out = NULL;
