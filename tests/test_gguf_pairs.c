@@ -16,6 +16,8 @@
 #include "io/json.h"
 #include "io/logits_file.h"
 #include "model/model.h"
+#include "model/quantize.h"
+#include "target/cpu/cpu_target.h"
 #include "tok/tokenizer.h"
 #include "tharness.h"
 
@@ -207,6 +209,17 @@ static void test_dequant(const char *fixture, const char *type) {
     char f32[128];
     snprintf(f32, sizeof f32, "%s-f32.gguf", strrchr(fixture, '/') + 1);
     ts_model *m = open_model(fx(fixture, file)), *ref = open_model(fx(fixture, f32));
+    /* Where a session not told otherwise reads them (ts_cpu_default_copy): the quantized file
+     * copied into huge pages, the F32 one from the mmap, F32 quantized at load from the heap. */
+    if (m && ref) {
+        CHECK(ts_cpu_default_copy(m) == 1, "%s: default placement should be a copy", file);
+        CHECK(ts_cpu_default_copy(ref) == 0, "%s: default placement should be the mmap", f32);
+        ts_model *rq = open_model(fx(fixture, f32));
+        ts_error qe = {0};
+        if (rq && ts_model_quantize(rq, strcmp(type, "q8_0") ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0, &qe) == TS_OK)
+            CHECK(ts_cpu_default_copy(rq) == 0, "%s quantized at load: default placement should be no copy", f32);
+        ts_model_close(rq);
+    }
     golden gl[4];
     int ng = load_goldens(fixture, gl, 4);
     for (int i = 0; i < ng && m && ref; i++) {
