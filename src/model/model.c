@@ -194,6 +194,18 @@ void ts_model_close(ts_model *m) {
 
 const ts_config *ts_model_config(const ts_model *m) { return &m->cfg; }
 
+int ts_model_matrices(const ts_model *m, const ts_tensor **out) {
+    int n = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const ts_layer_w *w = &m->layers[l];
+        const ts_tensor *use[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        for (int k = 0; k < 7; k++) out[n++] = use[k];
+    }
+    out[n++] = m->embed;
+    if (m->lm_head != m->embed) out[n++] = m->lm_head;
+    return n;
+}
+
 ts_status ts_model_check_tokens(const ts_config *c, const int32_t *tokens, int n, int n_past,
                                 int max_seq, const char *who, ts_error *err) {
     if (n < 1) return ts_fail(err, TS_ERR_ARG, "%s forward: %d tokens, expected at least 1", who, n);

@@ -36,6 +36,11 @@ struct ts_model {
 };
 
 const ts_config *ts_model_config(const ts_model *m);
+/* The weight matrices in the order a forward pass reads them: per layer q, k, v, o, gate, up,
+ * down, then the embedding and (when not tied) the LM head; 7 * n_layers + 2 at most. Returns
+ * how many it wrote to out. Weight copies and quantized slabs are laid out in this order so
+ * that one decode streams them front to back. */
+int ts_model_matrices(const ts_model *m, const ts_tensor **out);
 /* Shared argument check of every target's forward: n >= 1 tokens that fit after n_past of
  * max_seq positions, each inside the vocabulary. who names the target in messages. */
 ts_status ts_model_check_tokens(const ts_config *c, const int32_t *tokens, int n, int n_past,

@@ -217,18 +217,22 @@ static uint64_t mat_bytes(const ts_tensor *t, unsigned disable) {
     return slab_round((size_t)t->numel * sizeof(uint16_t));
 }
 
+/* The matrices bind_weights binds (ts_model_matrices' order, which is also its own); NULL when
+ * out of memory. */
+static const ts_tensor **model_mats(const ts_model *m, int *n) {
+    const ts_tensor **mats = malloc(sizeof *mats * (size_t)(7 * ts_model_config(m)->n_layers + 2));
+    *n = mats ? ts_model_matrices(m, mats) : 0;
+    return mats;
+}
+
 /* The slab: every matrix copy bind_weights makes (the same tensors, the same rule). */
 static uint64_t slab_bytes(const ts_model *m, unsigned disable) {
-    const ts_config *cf = ts_model_config(m);
-    uint64_t n = 0;
-    for (int l = 0; l < cf->n_layers; l++) {
-        const ts_layer_w *w = &m->layers[l];
-        const ts_tensor *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
-        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) n += mat_bytes(mats[i], disable);
-    }
-    n += mat_bytes(m->embed, disable);
-    if (m->lm_head != m->embed) n += mat_bytes(m->lm_head, disable);
-    return n;
+    int n;
+    const ts_tensor **mats = model_mats(m, &n);
+    uint64_t b = 0;
+    for (int i = 0; i < n; i++) b += mat_bytes(mats[i], disable);
+    free(mats);
+    return b;
 }
 static uint64_t vec_bytes(const ts_tensor *t) { return t ? owned_bytes((size_t)t->numel * sizeof(float)) : 0; }
 
@@ -256,53 +260,38 @@ void ts_cpu_mem_need(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_me
 }
 
 void ts_cpu_weight_copies(const ts_model *m, int *n_converted, int *n_padded, uint64_t *padded_bytes) {
-    const ts_config *cf = ts_model_config(m);
+    int n;
+    const ts_tensor **mats = model_mats(m, &n);
     *n_converted = *n_padded = 0;
     *padded_bytes = 0;
-    for (int l = 0; l <= cf->n_layers; l++) { /* l == n_layers: embed and lm_head */
-        const ts_layer_w *w = &m->layers[l < cf->n_layers ? l : 0];
-        const ts_tensor *layer[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
-        const ts_tensor *top[] = {m->embed, m->lm_head != m->embed ? m->lm_head : NULL};
-        const ts_tensor *const *mats = l < cf->n_layers ? layer : top;
-        size_t n = l < cf->n_layers ? sizeof layer / sizeof layer[0] : 2;
-        for (size_t i = 0; i < n; i++) {
-            const ts_tensor *t = mats[i];
-            if (!t) continue;
-            if (quant_in_place(t)) continue; /* read in place by the quantized kernels */
-            if (t->dtype != TS_DTYPE_BF16) (*n_converted)++;
-            else if (ts_gemm_kpad((int)t->shape[1]) != t->shape[1]) {
-                (*n_padded)++;
-                *padded_bytes += (uint64_t)t->shape[0] * (uint64_t)ts_gemm_kpad((int)t->shape[1]) * sizeof(uint16_t);
-            }
+    for (int i = 0; i < n; i++) {
+        const ts_tensor *t = mats[i];
+        if (!t || quant_in_place(t)) continue; /* read in place by the quantized kernels */
+        if (t->dtype != TS_DTYPE_BF16) (*n_converted)++;
+        else if (ts_gemm_kpad((int)t->shape[1]) != t->shape[1]) {
+            (*n_padded)++;
+            *padded_bytes += (uint64_t)t->shape[0] * (uint64_t)ts_gemm_kpad((int)t->shape[1]) * sizeof(uint16_t);
         }
     }
+    free(mats);
 }
 
 int ts_cpu_weight_quantized(const ts_model *m, uint64_t *bytes) {
-    const ts_config *cf = ts_model_config(m);
-    int n = 0;
+    int n, q = 0;
+    const ts_tensor **mats = model_mats(m, &n);
     *bytes = 0;
-    for (int l = 0; l <= cf->n_layers; l++) { /* l == n_layers: embed and lm_head */
-        const ts_layer_w *w = &m->layers[l < cf->n_layers ? l : 0];
-        const ts_tensor *layer[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
-        const ts_tensor *top[] = {m->embed, m->lm_head != m->embed ? m->lm_head : NULL};
-        const ts_tensor *const *mats = l < cf->n_layers ? layer : top;
-        size_t k = l < cf->n_layers ? sizeof layer / sizeof layer[0] : 2;
-        for (size_t i = 0; i < k; i++)
-            if (mats[i] && quant_in_place(mats[i])) n++, *bytes += mats[i]->nbytes;
-    }
-    return n;
+    for (int i = 0; i < n; i++)
+        if (mats[i] && quant_in_place(mats[i])) q++, *bytes += mats[i]->nbytes;
+    free(mats);
+    return q;
 }
 
 int ts_cpu_default_copy(const ts_model *m) {
-    const ts_config *cf = ts_model_config(m);
-    for (int l = 0; l <= cf->n_layers; l++) { /* l == n_layers: embed and lm_head */
-        const ts_layer_w *w = &m->layers[l < cf->n_layers ? l : 0];
-        const ts_tensor *mats[] = {w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down, m->embed, m->lm_head};
-        for (size_t i = l < cf->n_layers ? 0 : 7; i < (l < cf->n_layers ? 7 : 9); i++)
-            if (mats[i] && quant_in_place(mats[i]) && !mats[i]->heap) return 1;
-    }
-    return 0;
+    int n, copy = 0;
+    const ts_tensor **mats = model_mats(m, &n);
+    for (int i = 0; i < n && !copy; i++) copy = mats[i] && quant_in_place(mats[i]) && !mats[i]->heap;
+    free(mats);
+    return copy;
 }
 
 ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cpu **out,
