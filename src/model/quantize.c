@@ -75,8 +75,9 @@ static size_t slab_share(ts_dtype type, const ts_tensor *t) {
 
 /* All quantized matrices go into one slab advised as 2 MiB huge pages, in the order a forward
  * pass reads them: a session reads them there in place (no second copy), and a decode streams
- * them through huge pages. Allocated one by one they were malloc's 4 KiB pages: a Qwen3-0.6B-shape deployment
- * with --quant q8_0 measured them at 28.7 tok/s against 42.1 from a huge-page copy. */
+ * them through huge pages. Allocated one by one they were malloc's 4 KiB pages: a
+ * Qwen3-0.6B-shape deployment with --quant q8_0 measured them at 28.7 tok/s against 42.1 from a
+ * huge-page copy. */
 ts_status ts_model_quantize(ts_model *m, ts_dtype type, ts_error *err) {
     ts_store *st = &m->store;
     size_t slab = 0, used = 0;

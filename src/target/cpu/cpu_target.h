@@ -58,10 +58,10 @@ void ts_cpu_weight_copies(const ts_model *m, int *n_converted, int *n_padded, ui
 int ts_cpu_weight_quantized(const ts_model *m, uint64_t *bytes);
 /* Where a session that was not told (no deployment, no --weights) reads its weights: 1 = a copy
  * in huge pages, 0 = the mmap. A copy when the file stores Q8_0 / Q4_0 matrices: read from the
- * page cache's 4 KiB pages they decoded 0.78-0.87x (Q4_0) and 0.88-0.95x (Q8_0) as fast as from
+ * page cache's 4 KiB pages they decoded 0.82-0.97x (Q4_0) and 0.88-0.93x (Q8_0) as fast as from
  * the copy on an Intel Xeon (docs/performance.md); BF16 keeps the mmap (no second copy, no load
- * time; the copy was not reliably faster there). Matrices quantized at load (--quant) are on
- * the heap already: no copy. */
+ * time; the copy was not reliably faster there). Matrices quantized at load (--quant) are
+ * already in their own huge-page slab (ts_model_quantize): no copy. */
 int ts_cpu_default_copy(const ts_model *m);
 /* What ts_cpu_new(m, max_seq, o) would allocate (model/memory.h), from the same sizes: KV
  * cache, the arena (activations, per-thread attention scores), and the weights it copies or
