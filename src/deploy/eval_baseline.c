@@ -162,7 +162,8 @@ static void baseline_perf(ts_eval_checks *k, const json_t *man, const json_t *ba
                              "was re-measured: run `tessera eval` again on an idle machine", 100 * other);
                 ts_eval_note(k, level, "baseline: %s: baseline claims %.4g %s, this deployment claims %.4g (%s) and "
                              "re-measures %.4g (%s): %s (band %s %.4g, floor %s %.4g)%s", what, sb.mean, kd->unit, sa.mean,
-                             res[l1], sg.mean, res[l2], level == TS_EVAL_FAIL ? "a regression" : "slower than the baseline",
+                             res[l1], sg.mean, res[l2],
+                             level == TS_EVAL_FAIL ? "a regression" : "slower than the baseline beyond the band, within the floor",
                              kd->higher ? ">=" : "<=", bw->bound, kd->higher ? ">=" : "<=", bw->floor_bound, busy);
             }
         }
