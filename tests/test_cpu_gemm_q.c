@@ -56,7 +56,7 @@ static ts_tensor tensor_of(const uint8_t *w, ts_dtype dt) {
  * Outlier activations (one channel in 256 at 30x, as real hidden states have) are bounded by the
  * same numbers except i8, whose error there (measured 1.1-1.3e-2) is printed, not gated. */
 static double prefill_bound(ts_q_prefill k) {
-    static const double b[] = {1e-5, 5e-3, 1e-2, 1e-4};
+    static const double b[TS_Q_PREFILL_COUNT] = {1e-5, 5e-3, 1e-2, 1e-4, 1e-4}; /* amx: i16's bits */
     return b[k];
 }
 
@@ -115,7 +115,14 @@ PREFILL_FN(bf16, TS_Q_PREFILL_BF16)
 PREFILL_FN(i8, TS_Q_PREFILL_I8)
 PREFILL_FN(i16, TS_Q_PREFILL_I16)
 #undef PREFILL_FN
-static const ts_gemm_q_fn k_prefill[] = {prefill_f32, prefill_bf16, prefill_i8, prefill_i16};
+/* the AMX kernel itself at every S (the dispatch may leave small S to I16) */
+static void prefill_amx(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,
+                        int n1, ts_gemm_tile t) {
+    (void)t;
+    ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+}
+static const ts_gemm_q_fn k_prefill[TS_Q_PREFILL_COUNT] = {prefill_f32, prefill_bf16, prefill_i8, prefill_i16,
+                                                           prefill_amx};
 
 /* Any split of the columns (thread shares) gives the same bits, decode and prefill. */
 static void check_splits(ts_gemm_q_fn fn, const char *name, ts_dtype dt, int S, int N, int K) {
@@ -213,7 +220,75 @@ static void check_prefill(ts_gemm_q_fn fn, const char *name, ts_dtype dt, double
     check_splits(fn, name, dt, 7, 200, 1024);
 }
 
-int main(void) {
+/* AMX against I16 bit for bit: y over all S x N (NaN outside [n0, n1) in both). */
+static void check_amx_bits(ts_dtype dt, const uint8_t *w, int S, int N, int K, int n0, int n1) {
+    int ldx = K + 16;
+    float *xp = malloc(sizeof(float) * (size_t)S * ldx), *x = malloc(sizeof(float) * K);
+    float *a = malloc(sizeof(float) * (size_t)S * N), *b = malloc(sizeof(float) * (size_t)S * N);
+    for (int s = 0; s < S; s++) {
+        for (int k = 0; k < K; k++) x[k] = frand() * (k % 256 == 7 ? 30.0f : 1.0f) * (k >= 64 && k < 96 ? 0.0f : 1.0f);
+        ts_cpu_pack_row(xp + (size_t)s * ldx, x, K);
+    }
+    for (size_t i = 0; i < (size_t)S * N; i++) a[i] = b[i] = NAN;
+    prefill_i16(a, N, xp, ldx, w, dt, K, S, n0, n1, (ts_gemm_tile){0});
+    prefill_amx(b, N, xp, ldx, w, dt, K, S, n0, n1, (ts_gemm_tile){0});
+    int same = !memcmp(a, b, sizeof(float) * (size_t)S * N);
+    printf("  amx %-4s S=%-4d N=%-6d K=%-5d rows [%d,%d): %s i16\n", ts_dtype_name(dt), S, N, K, n0, n1,
+           same ? "bit-identical to" : "DIFFERS from");
+    CHECK(same, "amx %s S=%d N=%d K=%d [%d,%d): differs from i16", ts_dtype_name(dt), S, N, K, n0, n1);
+    free(xp), free(x), free(a), free(b);
+}
+
+/* `test_cpu_gemm_q amx`: the AMX prefill (a ctest of its own, skipped where AMX is not
+ * usable). Bit-identical to I16 at the shapes check_prefill uses and more S (one and several
+ * 16-row tiles, K past one prepared chunk, K blocks cut short, column windows cut inside a
+ * 32-row tile), so I16's oracle checks of the default mode hold for it; then the oracle at the
+ * seed shapes, with outlier channels, on the LM head, and column splits. (The odd shapes' few
+ * outputs are not re-drawn against the oracle here: their rel_l2 over 6-20 values is I16's,
+ * checked at its own draws.) */
+static int amx_main(void) {
+    if (!ts_cpu_amx_usable()) {
+        th_isa_gap("AMX-INT8 (or the kernel's permission)", "AMX prefill kernel");
+        return th_finish("test_cpu_gemm_q amx");
+    }
+    static const ts_dtype dts[] = {TS_DTYPE_Q8_0, TS_DTYPE_Q4_0};
+    static const struct {
+        int N, K;
+    } shapes[] = {{3072, 1024}, {1024, 2048}, {2048, 2048}, {8192, 2048}, {1024, 3072}, {2048, 8192},
+                  {3, 32},      {37, 64},     {67, 96},     {5, 2080},    {70, 288}};
+    static const int ss[] = {1, 2, 3, 5, 7, 13, 15, 16, 17, 40, 128};
+    for (size_t d = 0; d < 2; d++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int N = shapes[i].N, K = shapes[i].K;
+            uint8_t *w = random_q(dts[d], N, K);
+            for (size_t j = 0; j < sizeof ss / sizeof ss[0]; j++) {
+                if (N >= 1024 && ss[j] != 2 && ss[j] != 17 && ss[j] != 128) continue; /* big shapes: three S */
+                check_amx_bits(dts[d], w, ss[j], N, K, 0, N);
+                if (N > 8) check_amx_bits(dts[d], w, ss[j], N, K, N / 3 + 1, N - 2);
+            }
+            if (N >= 1024) { /* the oracle, as check_prefill */
+                check_shape(prefill_amx, "avx512 amx", dts[d], w, 128, N, K, 0, 64, prefill_bound(TS_Q_PREFILL_AMX));
+                check_shape(prefill_amx, "avx512 amx", dts[d], w, 128, N, K, N / 2 - 13, N / 2 + 51,
+                            prefill_bound(TS_Q_PREFILL_AMX));
+                check_shape(prefill_amx, "avx512 amx", dts[d], w, 5, N, K, N - 61, N, prefill_bound(TS_Q_PREFILL_AMX));
+            }
+            free(w);
+        }
+    for (size_t d = 0; d < 2; d++) {
+        uint8_t *w = random_q(dts[d], 2048, 2048);
+        check_shape_x(prefill_amx, "avx512 amx", dts[d], w, 64, 2048, 2048, 0, 256, prefill_bound(TS_Q_PREFILL_AMX), 1, 1);
+        free(w);
+        w = random_q(dts[d], 151936, 1024);
+        check_shape(prefill_amx, "avx512 amx", dts[d], w, 3, 151936, 1024, 0, 151936, prefill_bound(TS_Q_PREFILL_AMX));
+        free(w);
+        check_splits(prefill_amx, "avx512 amx", dts[d], 40, 160, 288);
+        check_splits(prefill_amx, "avx512 amx", dts[d], 7, 200, 1024);
+    }
+    return th_finish("test_cpu_gemm_q amx");
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "amx")) return amx_main();
     static const struct {
         int N, K;
     } real[] = {{2048, 2048}, {8192, 2048}, {2048, 8192}};
@@ -258,8 +333,9 @@ int main(void) {
             check_prefill(fn, name, dt, bound);
         }
         if (fn != ts_cpu_gemm_q_avx512) continue;
-        /* every AVX-512 prefill kernel, whichever this machine picks */
-        for (int k = 0; k < 4; k++) {
+        /* every AVX-512 prefill kernel, whichever this machine picks (AMX: `test_cpu_gemm_q amx`) */
+        for (int k = 0; k < TS_Q_PREFILL_COUNT; k++) {
+            if (k == TS_Q_PREFILL_AMX) continue;
             char kname[32];
             snprintf(kname, sizeof kname, "avx512 %s", ts_q_prefill_name((ts_q_prefill)k));
             for (size_t d = 0; d < 2; d++) {

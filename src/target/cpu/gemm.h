@@ -119,6 +119,7 @@ typedef struct ts_gemm_qx {
 /* From packed FP32 x (K % 32 == 0); the vector variants write the same bits. */
 void ts_cpu_quantize_x_scalar(ts_gemm_qx qx, const float *xp, int K);
 void ts_cpu_quantize_x_avx2(ts_gemm_qx qx, const float *xp, int K);
+void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K);
 /* The decode (S == 1) frame every variant shares: x quantized once by `quant` into a stack
  * buffer (the heap past TS_GEMM_QX_MAX), then `rows` computes y[n0, n1). */
 typedef void (*ts_gemm_q_quant_fn)(ts_gemm_qx qx, const float *xp, int K);
@@ -166,14 +167,31 @@ void ts_cpu_gemm_q_panels_avx512(float *y, int ldy, const float *xp, int ldx, co
  *   vpdpbusd, block sums scaled in FP32 (rel_l2 ~4e-3 on uniform x; ~1.2e-2 when a few
  *   channels are 30x larger);
  * - I16: x quantized per 32-block to 16 bits exactly as the decode kernels do, codes of W
- *   widened to int16, vpdpwssd (rel_l2 ~1.5e-5, the decode GEMV's exact block sums). */
-typedef enum ts_q_prefill { TS_Q_PREFILL_F32, TS_Q_PREFILL_BF16, TS_Q_PREFILL_I8, TS_Q_PREFILL_I16 } ts_q_prefill;
+ *   widened to int16, vpdpwssd (rel_l2 ~1.5e-5, the decode GEMV's exact block sums);
+ * - AMX: I16's arithmetic on AMX tiles (gemm_q_amx.c): the same int32 block sums, scaled and
+ *   summed in the same order, so bit-identical to I16; only where ts_cpu_amx_usable() (else
+ *   it runs I16). Not on the panel blocking: 16 x rows x 32 W rows per tile step. */
+typedef enum ts_q_prefill {
+    TS_Q_PREFILL_F32,
+    TS_Q_PREFILL_BF16,
+    TS_Q_PREFILL_I8,
+    TS_Q_PREFILL_I16,
+    TS_Q_PREFILL_AMX,
+    TS_Q_PREFILL_COUNT
+} ts_q_prefill;
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
                                   ts_dtype dt, int K, int S, int n0, int n1);
 /* The one the avx512bf16 variant runs, chosen once per process (see the .c for the rule);
- * TESSERA_Q_PREFILL=f32|bf16|i8|i16 overrides (side-by-side measurements, tests). */
+ * TESSERA_Q_PREFILL=f32|bf16|i8|i16|amx overrides (side-by-side measurements, tests). */
 ts_q_prefill ts_cpu_avx512_q_prefill(void);
 const char *ts_q_prefill_name(ts_q_prefill k);
+/* AMX-INT8 tiles: CPUID lists them, the OS enables their state (XCR0) and granted this process
+ * the permission to use them (arch_prctl, asked once). */
+int ts_cpu_amx_usable(void);
+/* The AMX kernel itself (S >= 1, any n0 < n1); I16 where AMX is not usable or memory for the
+ * prepared x is short. */
+void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,
+                       int n1);
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);
 /* The batched decode for Q8_0 / Q4_0 (as ts_cpu_gemv_batch_for: each row as the S == 1 path). */
 ts_gemm_q_fn ts_cpu_gemv_batch_q_for(ts_cpu_variant v);

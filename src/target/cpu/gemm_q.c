@@ -163,8 +163,9 @@ const char *ts_cpu_gemm_q_name(ts_cpu_variant v) {
         static const char *const pre[] = {
             "FP32 FMA zmm on W dequantized exactly", "vdpbf16ps zmm on W dequantized to BF16, BF16-rounded x",
             "vpdpbusd zmm on W codes, x quantized to 8 bits per 32-block",
-            "vpdpwssd zmm on W codes, x quantized to 16 bits per 32-block"};
-        static char name[4][256];
+            "vpdpwssd zmm on W codes, x quantized to 16 bits per 32-block",
+            "AMX tdpbssd/tdpbusd tiles on W codes, x quantized to 16 bits per 32-block and split in bytes"};
+        static char name[TS_Q_PREFILL_COUNT][256];
         ts_q_prefill k = ts_cpu_avx512_q_prefill();
         snprintf(name[k], sizeof name[k],
                  "decode vpdpwssd zmm (Q8_0) / vpdpbusd zmm on byte-split x (Q4_0), AVX-512 VNNI, 16-bit x; prefill %s",

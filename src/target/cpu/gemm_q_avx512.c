@@ -14,6 +14,7 @@
 
 #include "target/cpu/gemm.h"
 #include "target/cpu/gemm_panels_avx512.h"
+#include "target/cpu/gemm_q_blocks_avx512.h"
 #include "target/cpu/transpose_avx512.h"
 
 #ifndef TS_GEMMQ512_PREFETCH
@@ -22,7 +23,7 @@
 
 /* The same bits as ts_cpu_quantize_x_scalar: max |x| per 32-block, d and 1/d by the same IEEE
  * divisions, x * (1/d) rounded to nearest even. */
-static void quantize_x(ts_gemm_qx qx, const float *xp, int K) {
+void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K) {
     const __m512i perm = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
     for (int b = 0; b < K; b += TS_QBLOCK) {
         __m512 v0 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(xp + b));
@@ -35,21 +36,6 @@ static void quantize_x(ts_gemm_qx qx, const float *xp, int K) {
         _mm256_storeu_si256((__m256i *)(qx.q + b + 16),
                             _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid))));
     }
-}
-
-static inline float f16(const uint8_t *p) {
-    uint16_t h;
-    __builtin_memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
-
-/* The 32 weights of one block as int16 in natural order. */
-static inline __attribute__((always_inline)) __m512i block_w16(const uint8_t *blk, ts_dtype dt) {
-    if (dt == TS_DTYPE_Q8_0) return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 2)));
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
-    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    return _mm512_cvtepi8_epi16(_mm256_sub_epi8(c, _mm256_set1_epi8(8)));
 }
 
 /* One W row against G quantized x rows: per row the accumulator pair over pairs of blocks,
@@ -313,7 +299,7 @@ static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, cons
 void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                                 int n0, int n1, ts_gemm_tile tile) {
     (void)tile;
-    ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, quantize_x, gemv_rows_batch);
+    ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, gemv_rows_batch);
 }
 
 /* One loop per type with the type a constant, so row_dot is specialized for it. */
@@ -345,7 +331,7 @@ static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, in
 static void q16_x_block(void *xb, const float *xp, int ldx, int S, int k0, int kb) {
     for (int s = 0; s < S; s++) {
         uint32_t *r = (uint32_t *)xb + (size_t)s * TS_PANEL_LDB;
-        quantize_x((ts_gemm_qx){(int16_t *)r, (float *)(r + kb / 2)}, xp + (size_t)s * ldx + k0, kb);
+        ts_cpu_quantize_x_avx512((ts_gemm_qx){(int16_t *)r, (float *)(r + kb / 2)}, xp + (size_t)s * ldx + k0, kb);
     }
 }
 
@@ -467,15 +453,6 @@ static void q8x_x_block(void *xb, const float *xp, int ldx, int S, int k0, int k
     }
 }
 
-/* the 32 codes of a block as int8 (Q4_0: code - 8) */
-static inline __attribute__((always_inline)) __m256i block_w8(const uint8_t *blk, ts_dtype dt) {
-    if (dt == TS_DTYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
-    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    return _mm256_sub_epi8(c, _mm256_set1_epi8(8));
-}
-
 static inline __attribute__((always_inline)) void q8x_pack(void *Pv, const void *Wv, ts_dtype dt, int K, int n, int nv,
                                                             int k0, int kb) {
     uint32_t *P = Pv;
@@ -541,16 +518,18 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
     case TS_Q_PREFILL_BF16: ts_cpu_gemm_q_bf16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I8: q_prefill_i8(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    case TS_Q_PREFILL_AMX: ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     default: ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     }
 }
 
-static const char *const k_q_prefill_names[] = {"f32", "bf16", "i8", "i16"};
-const char *ts_q_prefill_name(ts_q_prefill k) { return (unsigned)k < 4 ? k_q_prefill_names[k] : "?"; }
+static const char *const k_q_prefill_names[TS_Q_PREFILL_COUNT] = {"f32", "bf16", "i8", "i16", "amx"};
+const char *ts_q_prefill_name(ts_q_prefill k) { return (unsigned)k < TS_Q_PREFILL_COUNT ? k_q_prefill_names[k] : "?"; }
 
 static ts_q_prefill g_q_prefill;
 
-/* I16 unless asked otherwise: of the two kernels that keep prefill as exact as decode (F32: W
+/* AMX where this process may use it (I16's bits on tiles, gemm_q_amx.c), else I16, unless asked
+ * otherwise. Of the two kernels that keep prefill as exact as decode (F32: W
  * dequantized exactly, rel_l2 ~2e-7; I16: decode's own 16-bit x, ~1.5e-5), I16 does twice the
  * multiply-adds per instruction (vpdpwssd) and ran a 512-token prefill 1.13-1.19x faster than F32
  * on the Intel Xeon of docs/performance.md. A fixed rule, not a timing: timing the two on one
@@ -561,9 +540,10 @@ static ts_q_prefill g_q_prefill;
  * gate with outlier channels) run only when asked for. */
 static void choose_q_prefill(void) {
     const char *e = getenv("TESSERA_Q_PREFILL");
-    g_q_prefill = TS_Q_PREFILL_I16;
-    for (int k = 0; e && k < 4; k++)
+    g_q_prefill = ts_cpu_amx_usable() ? TS_Q_PREFILL_AMX : TS_Q_PREFILL_I16;
+    for (int k = 0; e && k < TS_Q_PREFILL_COUNT; k++)
         if (!strcmp(e, k_q_prefill_names[k])) g_q_prefill = (ts_q_prefill)k;
+    if (g_q_prefill == TS_Q_PREFILL_AMX && !ts_cpu_amx_usable()) g_q_prefill = TS_Q_PREFILL_I16; /* asked, not here */
 }
 
 ts_q_prefill ts_cpu_avx512_q_prefill(void) {
@@ -580,5 +560,5 @@ void ts_cpu_gemm_q_avx512(float *y, int ldy, const float *xp, int ldx, const voi
         ts_cpu_gemm_q_prefill_avx512(ts_cpu_avx512_q_prefill(), y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         return;
     }
-    ts_cpu_gemm_q_decode(y, xp, W, dt, K, n0, n1, quantize_x, gemv_rows);
+    ts_cpu_gemm_q_decode(y, xp, W, dt, K, n0, n1, ts_cpu_quantize_x_avx512, gemv_rows);
 }

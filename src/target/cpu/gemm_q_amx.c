@@ -1,0 +1,202 @@
+/* Prefill on Q8_0 / Q4_0 weights with AMX-INT8 tiles, bit-identical to the I16 kernel
+ * (gemm_q_avx512.c), which computes each output as:
+ *   x quantized per 32-block to 16 bits (ts_cpu_quantize_x_avx512), per block the exact int32
+ *   dot of those codes with the block's int8 codes, s; per K block of 128 positions an FP32
+ *   sum from zero, acc = fma(float(s), d_w * d_x, acc) block after block; then y = acc (the
+ *   first K block) or y + acc.
+ * AMX has no 16-bit integer product, so x = 256 h + l is split in bytes (h = x >> 8 signed,
+ * l = x & 255 unsigned): tdpbssd gives sum(h * w), tdpbusd sum(l * w), and 256 * the first +
+ * the second is s exactly (|s| < 2^27, no overflow, no saturation). The scaling and summing
+ * are I16's instructions in I16's order, so every output has I16's bits (the test compares
+ * them bit for bit) and the decode kernels' block sums: the gates and the oracle bound are
+ * I16's. The per-block scales forbid summing blocks in the tiles: one tile step is one block
+ * (16 x rows x 32 W rows x 32 positions), and the int32 sums go through memory to AVX-512 for
+ * the scaling, which bounds the kernel (docs/performance.md).
+ *
+ * Tiles: tmm0-3 the sums (h and l against W rows 0-15, then 16-31), tmm4/5 x's h and l bytes
+ * (16 rows x 32 bytes), tmm6/7 W codes of rows 0-15 / 16-31 in the tiles' 4-byte groups
+ * (8 rows of 16 W rows x 4 positions). Compiled with -mamx-tile -mamx-int8 besides the
+ * avx512 flags (CMakeLists.txt); run only where ts_cpu_amx_usable(). */
+#define _GNU_SOURCE /* syscall() */
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "target/cpu/cpu_features.h"
+#include "target/cpu/gemm.h"
+#include "target/cpu/gemm_q_blocks_avx512.h"
+#include "target/cpu/transpose_avx512.h"
+
+#define AMX_KC 1024           /* positions of x prepared at once: 16 rows of h and l fill 32 KiB */
+#define AMX_KB 128            /* the I16 kernel's K block (Q16_KB): the FP32 sums restart here */
+#define AMX_LDA (AMX_KC + 64) /* bytes between prepared x rows: not a multiple of 4 KiB */
+#define AMX_NB (AMX_KC / TS_QBLOCK)
+#define AMX_WBLK 1024 /* bytes of W codes per block: two B tiles of 512 */
+
+#define ARCH_REQ_XCOMP_PERM 0x1023 /* linux/arch/x86/include/uapi/asm/prctl.h */
+#define XFEATURE_XTILEDATA 18
+
+static int g_amx;
+
+static void amx_init(void) {
+    /* Linux keeps the 8 KiB tile state off until a process asks for it; without the grant the
+     * first tile instruction faults. */
+    g_amx = ts_cpu_features_get()->amx_int8 && ts_cpu_features_get()->avx512vnni &&
+            syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+}
+
+int ts_cpu_amx_usable(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, amx_init);
+    return g_amx;
+}
+
+typedef struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} amx_cfg;
+
+/* The tile shapes above; per thread (tile configuration is thread state). */
+static void amx_configure(void) {
+    amx_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 4; t++) c.rows[t] = 16, c.colsb[t] = 64;
+    c.rows[4] = c.rows[5] = 16, c.colsb[4] = c.colsb[5] = TS_QBLOCK;
+    c.rows[6] = c.rows[7] = TS_QBLOCK / 4, c.colsb[6] = c.colsb[7] = 64;
+    _tile_loadconfig(&c);
+}
+
+/* x rows [0, S) over positions [k0, k0 + kc): the I16 kernel's 16-bit codes, split into h and
+ * l bytes (AMX_LDA apart), and the block scales d_x (AMX_NB apart); rows S..S16-1 zero. */
+static void prepare_x(uint8_t *h, uint8_t *l, float *dx, const float *xp, int ldx, int S, int S16, int k0, int kc) {
+    int16_t q[AMX_KC] __attribute__((aligned(64)));
+    for (int s = 0; s < S16; s++) {
+        uint8_t *hs = h + (size_t)s * AMX_LDA, *ls = l + (size_t)s * AMX_LDA;
+        if (s >= S) {
+            memset(hs, 0, (size_t)kc), memset(ls, 0, (size_t)kc);
+            memset(dx + (size_t)s * AMX_NB, 0, sizeof(float) * (size_t)(kc / TS_QBLOCK));
+            continue;
+        }
+        ts_cpu_quantize_x_avx512((ts_gemm_qx){q, dx + (size_t)s * AMX_NB}, xp + (size_t)s * ldx + k0, kc);
+        for (int k = 0; k < kc; k += TS_QBLOCK) {
+            __m512i v = _mm512_load_si512(q + k);
+            _mm256_storeu_si256((__m256i *)(hs + k), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
+            _mm256_storeu_si256((__m256i *)(ls + k), _mm512_cvtepi16_epi8(v));
+        }
+    }
+}
+
+/* W rows [n, n + nv) (nv <= 32; rows past nv zero), blocks [b0, b0 + nblk): per block two B
+ * tiles (rows n.. and n + 16..; tile row r = 16 W rows x positions 4r..4r+3) and the 32 scales
+ * d_w. Two blocks per 16 x 16-dword transpose, as the I8 panels pack them. */
+static void pack_w(uint8_t *B, float *dw, const uint8_t *W, ts_dtype dt, int K, int n, int nv, int b0, int nblk) {
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
+    for (int t = 0; t < 2; t++) {
+        int nrow = nv - 16 * t < 0 ? 0 : (nv - 16 * t > 16 ? 16 : nv - 16 * t);
+        for (int b = 0; b < nblk; b += 2) {
+            int two = b + 1 < nblk;
+            __m512i r[16];
+            for (int i = 0; i < 16; i++) {
+                const uint8_t *blk = W + (size_t)(n + 16 * t + i) * rb + (size_t)(b0 + b) * bb;
+                __m256i lo = i < nrow ? block_w8(blk, dt) : _mm256_setzero_si256();
+                __m256i hi = i < nrow && two ? block_w8(blk + bb, dt) : _mm256_setzero_si256();
+                r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+                dw[(size_t)b * 32 + 16 * t + i] = i < nrow ? f16(blk) : 0.0f;
+                if (two) dw[(size_t)(b + 1) * 32 + 16 * t + i] = i < nrow ? f16(blk + bb) : 0.0f;
+            }
+            ts_transpose16_epi32(r); /* r[q]: positions 4q..4q+3 of the 16 rows; r[8 + q]: next block */
+            for (int e = 0; e < 1 + two; e++) {
+                uint8_t *o = B + (size_t)(b + e) * AMX_WBLK + (size_t)t * (AMX_WBLK / 2);
+                for (int q = 0; q < TS_QBLOCK / 4; q++) _mm512_store_si512(o + 64 * q, r[8 * e + q]);
+            }
+        }
+    }
+}
+
+/* The int32 sums of nblk blocks (4 tiles each, as stored) scaled and summed into y rows
+ * [0, ms) x columns [0, nv) in I16's order; first: y = the sum, else y + the sum. */
+static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, const float *dw, const float *dx, int ms,
+                              int nv, int first) {
+    __mmask16 m0 = nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1);
+    __mmask16 m1 = nv >= 32 ? 0xffff : nv <= 16 ? 0 : (__mmask16)((1u << (nv - 16)) - 1);
+    for (int m = 0; m < ms; m++) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+        for (int b = 0; b < nblk; b++) {
+            const int32_t *c = C + (size_t)b * 4 * 256 + 16 * m;
+            __m512 d = _mm512_set1_ps(dx[(size_t)m * AMX_NB + b]);
+            __m512i s0 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c), 8), _mm512_load_si512(c + 256));
+            __m512i s1 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c + 512), 8), _mm512_load_si512(c + 768));
+            a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(_mm512_loadu_ps(dw + 32 * b), d), a0);
+            a1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_mul_ps(_mm512_loadu_ps(dw + 32 * b + 16), d), a1);
+        }
+        float *yr = y + (size_t)m * ldy;
+        if (first) {
+            _mm512_mask_storeu_ps(yr, m0, a0);
+            _mm512_mask_storeu_ps(yr + 16, m1, a1);
+        } else {
+            _mm512_mask_storeu_ps(yr, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, yr), a0));
+            _mm512_mask_storeu_ps(yr + 16, m1, _mm512_add_ps(_mm512_maskz_loadu_ps(m1, yr + 16), a1));
+        }
+    }
+}
+
+void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *Wv, ts_dtype dt, int K, int S, int n0,
+                       int n1) {
+    if (n0 >= n1 || S < 1) return;
+    int S16 = (S + 15) & ~15;
+    /* h and l of every x row, then their scales */
+    uint8_t *xh = ts_cpu_amx_usable() ? aligned_alloc(64, (size_t)S16 * (2 * AMX_LDA + sizeof(float) * AMX_NB)) : NULL;
+    if (!xh) {
+        ts_cpu_gemm_q_prefill_avx512(TS_Q_PREFILL_I16, y, ldy, xp, ldx, Wv, dt, K, S, n0, n1);
+        return;
+    }
+    uint8_t *xl = xh + (size_t)S16 * AMX_LDA;
+    float *dx = (float *)(xl + (size_t)S16 * AMX_LDA);
+    uint8_t B[AMX_NB * AMX_WBLK] __attribute__((aligned(64)));
+    float dw[AMX_NB * 32] __attribute__((aligned(64)));
+    int32_t C[AMX_KB / TS_QBLOCK * 4 * 256] __attribute__((aligned(64)));
+    const uint8_t *W = Wv;
+    amx_configure();
+    for (int k0 = 0; k0 < K; k0 += AMX_KC) {
+        int kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
+        prepare_x(xh, xl, dx, xp, ldx, S, S16, k0, kc);
+        for (int n = n0; n < n1; n += 32) {
+            int nv = n1 - n < 32 ? n1 - n : 32;
+            pack_w(B, dw, W, dt, K, n, nv, k0 / TS_QBLOCK, kc / TS_QBLOCK);
+            for (int m0 = 0; m0 < S; m0 += 16) {
+                int ms = S - m0 < 16 ? S - m0 : 16;
+                for (int kb = 0; kb < kc; kb += AMX_KB) {
+                    int nblk = (kc - kb < AMX_KB ? kc - kb : AMX_KB) / TS_QBLOCK, b0 = kb / TS_QBLOCK;
+                    for (int b = 0; b < nblk; b++) {
+                        int32_t *c = C + (size_t)b * 4 * 256;
+                        _tile_loadd(4, xh + (size_t)m0 * AMX_LDA + (size_t)kb + (size_t)b * TS_QBLOCK, AMX_LDA);
+                        _tile_loadd(5, xl + (size_t)m0 * AMX_LDA + (size_t)kb + (size_t)b * TS_QBLOCK, AMX_LDA);
+                        _tile_loadd(6, B + (size_t)(b0 + b) * AMX_WBLK, 64);
+                        _tile_loadd(7, B + (size_t)(b0 + b) * AMX_WBLK + AMX_WBLK / 2, 64);
+                        _tile_zero(0);
+                        _tile_zero(1);
+                        _tile_zero(2);
+                        _tile_zero(3);
+                        _tile_dpbssd(0, 4, 6);
+                        _tile_dpbusd(1, 5, 6);
+                        _tile_dpbssd(2, 4, 7);
+                        _tile_dpbusd(3, 5, 7);
+                        _tile_stored(0, c, 64);
+                        _tile_stored(1, c + 256, 64);
+                        _tile_stored(2, c + 512, 64);
+                        _tile_stored(3, c + 768, 64);
+                    }
+                    scale_rows(y + (size_t)m0 * ldy + n, ldy, C, nblk, dw + (size_t)b0 * 32,
+                               dx + (size_t)m0 * AMX_NB + b0, ms, nv, k0 + kb == 0);
+                }
+            }
+        }
+    }
+    _tile_release(); /* the tile state back to its init state: smaller context switches */
+    free(xh);
+}
