@@ -177,10 +177,14 @@ int cmd_serve(int argc, char **argv) {
                         "(--chat-template FILE gives it one)\n");
     const char *h = so.host;
     int v6 = strchr(h, ':') != NULL;
+    char placed[64] = "read in place (mmap)";
+    if (ts_session_copied_bytes(s))
+        snprintf(placed, sizeof placed, "%.0f MB copied at load", (double)ts_session_copied_bytes(s) / 1e6);
     fprintf(stderr,
-            "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, prefill chunk %d, lookup %d\n",
+            "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, prefill chunk %d, lookup %d, "
+            "weights %s\n",
             so.model_name, ts_server_slots(srv), ts_session_n_ctx(s), ts_session_threads(s), so.prefill_chunk,
-            so.lookup);
+            so.lookup, placed);
     fprintf(stderr, "tessera serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", h, v6 ? "]" : "",
             ts_server_port(srv));
     fflush(stderr);

@@ -22,6 +22,8 @@ start_server() { serve_start "$1" "$M" --threads 2 "${@:2}"; }
 start_server "$TMP/s1.log" --parallel 4 --ctx 2048 --api-key "$KEY" --max-body 65536 --max-tokens-limit 2000 --date 2026-03-14
 URL=http://127.0.0.1:$PORT
 AUTH=(-H "Authorization: Bearer $KEY")
+# A server copies the weights into huge pages unless told (it lives long enough to repay it).
+grep -q "^tessera serve: model .*, weights [0-9]* MB copied at load$" "$TMP/s1.log" && ok || bad "serve did not copy: $(cat "$TMP/s1.log")"
 # req PATH BODY: POST with the key; prints the body, then "HTTP <code>" on its own line
 req() { curl -sS -m 30 "${AUTH[@]}" -H 'Content-Type: application/json' -w '\nHTTP %{http_code}\n' "$URL$1" -d "$2"; }
 code_of() { sed -n 's/^HTTP \([0-9]*\)$/\1/p' <<<"$1"; }
@@ -199,9 +201,10 @@ rc=$?
 [ $rc = 0 ] && ok || bad "SIGTERM on an idle server: exit $rc: $(tail -5 "$TMP/s1.log")"
 
 # ---- one slot, no queue: a second request is 503 while the first runs; SIGTERM drains it ----
-start_server "$TMP/s2.log" --parallel 1 --max-queue 0 --ctx 1024 --quiet
+start_server "$TMP/s2.log" --parallel 1 --max-queue 0 --ctx 1024 --quiet --weights mmap
 URL=http://127.0.0.1:$PORT
 AUTH=()
+grep -q "^tessera serve: model .*, weights read in place (mmap)$" "$TMP/s2.log" && ok || bad "--weights mmap: $(cat "$TMP/s2.log")"
 long='{"prompt": "Once upon a time", "max_tokens": 800, "temperature": 0, "stream": true}'
 req /v1/completions "$long" >"$TMP/long" &
 cpid=$!

@@ -61,7 +61,8 @@ int ts_cpu_weight_quantized(const ts_model *m, uint64_t *bytes);
  * page cache's 4 KiB pages they decoded 0.82-0.97x (Q4_0) and 0.88-0.93x (Q8_0) as fast as from
  * the copy on an Intel Xeon (docs/performance.md); BF16 keeps the mmap (no second copy, no load
  * time; the copy was not reliably faster there). Matrices quantized at load (--quant) are
- * already in their own huge-page slab (ts_model_quantize): no copy. */
+ * already in their own huge-page slab (ts_model_quantize): no copy. (Chat and server sessions
+ * copy every weight type: runtime/session.c.) */
 int ts_cpu_default_copy(const ts_model *m);
 /* What ts_cpu_new(m, max_seq, o) would allocate (model/memory.h), from the same sizes: KV
  * cache, the arena (activations, per-thread attention scores), and the weights it copies or
