@@ -144,6 +144,33 @@ static void check_splits(ts_gemm_q_fn fn, const char *name, ts_dtype dt, int S, 
     free(w), free(xp), free(x), free(a), free(b);
 }
 
+/* Decode (S = 1) against the scalar kernel on the same x: both form the same exact int32 block
+ * sums and the same d_w * d_x, so only the FP32 summation order differs (measured ~1e-7); a
+ * correction term or a scale in the wrong lane shows as 1e-5 and more, which the oracle's bound
+ * (1e-4, set by the 16-bit x) would not catch. */
+static void check_decode_vs_scalar(ts_gemm_q_fn fn, const char *name, ts_dtype dt, int N, int K) {
+    /* its own draws: the other checks keep the data they were written against (the prefill
+     * checks at N = 3, K = 32 judge rel_l2 over 6 outputs, which some draws push past the bounds) */
+    uint64_t saved = rng;
+    rng = 0x2545f4914f6cdd1dull ^ (uint64_t)(N * 131 + K);
+    uint8_t *w = random_q(dt, N, K);
+    float *x = malloc(sizeof(float) * K), *xp = malloc(sizeof(float) * K);
+    float *a = malloc(sizeof(float) * N), *b = malloc(sizeof(float) * N);
+    for (int k = 0; k < K; k++) x[k] = frand() * (k % 256 == 7 ? 30.0f : 1.0f);
+    ts_cpu_pack_row(xp, x, K);
+    ts_gemm_tile t = ts_cpu_gemm_default_tile(1, N, K);
+    fn(a, N, xp, K, w, dt, K, 1, 0, N, t);
+    ts_cpu_gemm_q_scalar(b, N, xp, K, w, dt, K, 1, 0, N, t);
+    ts_metrics m;
+    ts_metrics_compute(a, b, 1, N, &m);
+    printf("  %-16s %-4s decode N=%-5d K=%-5d against the scalar kernel: rel_l2 %.2e\n", name, ts_dtype_name(dt), N, K,
+           m.rel_l2);
+    CHECK(m.nonfinite == 0 && m.rel_l2 <= 1e-6, "%s %s decode N=%d K=%d: rel_l2 %.3e against the scalar kernel", name,
+          ts_dtype_name(dt), N, K, m.rel_l2);
+    free(w), free(x), free(xp), free(a), free(b);
+    rng = saved;
+}
+
 /* The same variant's x quantizer against the scalar one: the same bits (gemm.h). */
 static void check_quantizer(void) {
     int K = 2048;
@@ -160,7 +187,11 @@ static void check_quantizer(void) {
         ts_cpu_quantize_x_avx2((ts_gemm_qx){q1, d1}, xp, K);
         CHECK(!memcmp(q0, q1, sizeof(int16_t) * K) && !memcmp(d0, d1, sizeof d0), "AVX2 x quantizer differs from scalar");
     }
-    printf("  x quantizer: within half a step of x, AVX2 bit-identical to scalar\n");
+    if (ts_cpu_variant_supported(TS_CPU_AVX512BF16) && ts_cpu_features_get()->avx512vnni) {
+        ts_cpu_quantize_x_avx512((ts_gemm_qx){q1, d1}, xp, K);
+        CHECK(!memcmp(q0, q1, sizeof(int16_t) * K) && !memcmp(d0, d1, sizeof d0), "AVX-512 x quantizer differs from scalar");
+    }
+    printf("  x quantizer: within half a step of x, AVX2 and AVX-512 bit-identical to scalar\n");
     free(x), free(xp), free(q0), free(q1);
 }
 
@@ -330,6 +361,11 @@ int main(int argc, char **argv) {
                 free(w);
             }
             check_splits(fn, name, dt, 1, 160, 2048);
+            if (v != TS_CPU_SCALAR) {
+                check_decode_vs_scalar(fn, name, dt, 2048, 2048);
+                check_decode_vs_scalar(fn, name, dt, 1024, 3072);
+                check_decode_vs_scalar(fn, name, dt, 37, 2080); /* 4 groups of 16 blocks and one more */
+            }
             check_prefill(fn, name, dt, bound);
         }
         if (fn != ts_cpu_gemm_q_avx512) continue;

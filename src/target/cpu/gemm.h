@@ -93,8 +93,8 @@ void ts_cpu_gemv_batch_bf16_avx512(float *y, int ldy, const float *xp, int ldx, 
  *   block's dot product is exact in int32 (|q_w| <= 128: 32 * 128 * 32767 < 2^31), scaled by
  *   d_w * d_x in FP32. 16 bits, not llama.cpp's 8: rel_l2 about 2e-5 against the oracle
  *   instead of about 4e-3 (docs/cpu-target.md), at the same speed on a memory-bound GEMV.
- *   The scalar, AVX2 (vpmaddwd) and AVX-512 VNNI (vpdpwssd; vpdpbusd on x split into bytes for
- *   Q4_0) kernels quantize x to the same bits.
+ *   The scalar, AVX2 (vpmaddwd) and AVX-512 VNNI (vpdpbusd on x split into bytes, 16 blocks
+ *   per scaling) kernels quantize x to the same bits.
  * - Prefill (S >= 2): W is dequantized exactly (d * q in FP32, as the oracle does) into the
  *   FP32 panels of the vector prefill kernels, x stays FP32: exact up to FP32 rounding. */
 typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,

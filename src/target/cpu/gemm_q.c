@@ -168,7 +168,7 @@ const char *ts_cpu_gemm_q_name(ts_cpu_variant v) {
         static char name[TS_Q_PREFILL_COUNT][256];
         ts_q_prefill k = ts_cpu_avx512_q_prefill();
         snprintf(name[k], sizeof name[k],
-                 "decode vpdpwssd zmm (Q8_0) / vpdpbusd zmm on byte-split x (Q4_0), AVX-512 VNNI, 16-bit x; prefill %s",
+                 "decode vpdpbusd zmm on byte-split 16-bit x, 16 blocks per scaling, AVX-512 VNNI; prefill %s",
                  pre[k]);
         return name[k];
     }

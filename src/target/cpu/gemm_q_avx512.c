@@ -1,11 +1,10 @@
-/* AVX-512 VNNI kernels on Q8_0 / Q4_0 weights in place (gemm.h). Decode, Q8_0: one weight block
- * (32 codes) sign-extended to 32 int16 in a zmm and multiplied with the 16-bit x by vpdpwssd
- * (pairs summed into int32 lanes, exact), converted and scaled by d_w * d_x in FP32; the
- * stream of 34-byte blocks is bound by memory. Decode, Q4_0: that form was bound by
- * instructions (nibbles to int16, the sign extension, a scalar F16 scale per block: about 11
- * GB/s), so the unsigned 4-bit codes go straight into vpdpbusd against x split into bytes,
- * 16 blocks at a time (row_dot_q4 below). Prefill: the FP32 panel kernel of gemm_avx512.c on
- * exactly dequantized W. Compiled with -mavx512vnni besides the avx512bf16 flags
+/* AVX-512 VNNI kernels on Q8_0 / Q4_0 weights in place (gemm.h). Decode: 16 blocks at a time,
+ * the codes as bytes straight into vpdpbusd against the 16-bit x split into bytes, the 16 exact
+ * block sums reduced into one vector and scaled by one FMA (the "Decode" section below); the
+ * first form, one vpdpwssd per block on codes widened to int16 and a scalar scale per block, is
+ * left for the last nb % 16 blocks of a row. Prefill: the I16 panels (vpdpwssd on the codes
+ * widened to int16) and the other kernels gemm.h lists, on the panel blocking of
+ * gemm_panels_avx512.h. Compiled with -mavx512vnni besides the avx512bf16 flags
  * (CMakeLists.txt); used only when CPUID has it. */
 #include <immintrin.h>
 #include <pthread.h>
@@ -20,10 +19,11 @@
 #ifndef TS_GEMMQ512_PREFETCH
 #define TS_GEMMQ512_PREFETCH 2048 /* bytes ahead in the weight stream: 1024 was 6-10% slower decoding Q8_0 on the Intel Xeon (512: 12% slower still), 3072-4096 no faster */
 #endif
-/* Q4_0 decode also asks for the stream twice as far ahead into L2: with it Qwen3-0.6B Q4_0
- * decoded 72-75 tok/s instead of 67-68 (Intel Xeon with AMX, 2 threads, 3 alternating rounds;
- * 3072 ahead: 70-71, 6144: 72-73; the same into L1 only (T0) had been slower, NTA halved it).
- * Q8_0, whose kernel does less work per byte, gained 0-1%: not used there. */
+/* Decode also asks for the stream twice as far ahead into L2: with it Qwen3-0.6B Q4_0 decoded
+ * 72-75 tok/s instead of 67-68 (Intel Xeon with AMX, 2 threads, 3 alternating rounds; 3072
+ * ahead: 70-71, 6144: 72-73; the same into L1 only (T0) had been slower, NTA halved it), Q8_0
+ * (the 16-block kernel below) 44.8-46.4 instead of 42.5-43.4, Llama-3.2-1B Q8_0 22.8-23.3
+ * instead of 21.6-22.0 (8192 ahead: no gain). */
 #ifndef TS_GEMMQ512_PREFETCH_L2
 #define TS_GEMMQ512_PREFETCH_L2 4096
 #endif
@@ -45,75 +45,35 @@ void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K) {
     }
 }
 
-/* One W row against G quantized x rows: per row the accumulator pair over pairs of blocks,
- * each block's codes widened once for the G rows. The one-row GEMV is the G = 1 instance and a
- * batched decode the others, with the same operations per row in the same order. */
-static inline __attribute__((always_inline)) void rows_dot(float *out, const uint8_t *row, ts_dtype dt, size_t bb,
-                                                           const ts_gemm_qx *qx, int nb, int G) {
-    __m512 a0[4], a1[4];
-#pragma GCC unroll 4
-    for (int g = 0; g < G; g++) a0[g] = a1[g] = _mm512_setzero_ps();
-    const __m512i z = _mm512_setzero_si512();
-    int b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        const uint8_t *p0 = row + (size_t)b * bb, *p1 = p0 + bb;
-        _mm_prefetch((const char *)p0 + TS_GEMMQ512_PREFETCH, _MM_HINT_T0);
-        __m512i c0 = block_w16(p0, dt), c1 = block_w16(p1, dt);
-        float d0 = f16(p0), d1 = f16(p1);
-#pragma GCC unroll 4
-        for (int g = 0; g < G; g++) {
-            const int16_t *x = qx[g].q + (size_t)b * TS_QBLOCK;
-            __m512i s0 = _mm512_dpwssd_epi32(z, c0, _mm512_loadu_si512(x));
-            __m512i s1 = _mm512_dpwssd_epi32(z, c1, _mm512_loadu_si512(x + TS_QBLOCK));
-            a0[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(d0 * qx[g].d[b]), a0[g]);
-            a1[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s1), _mm512_set1_ps(d1 * qx[g].d[b + 1]), a1[g]);
-        }
-    }
-    if (b < nb) {
-        const uint8_t *p0 = row + (size_t)b * bb;
-        __m512i c0 = block_w16(p0, dt);
-        float d0 = f16(p0);
-#pragma GCC unroll 4
-        for (int g = 0; g < G; g++) {
-            __m512i s0 = _mm512_dpwssd_epi32(z, c0, _mm512_loadu_si512(qx[g].q + (size_t)b * TS_QBLOCK));
-            a0[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(d0 * qx[g].d[b]), a0[g]);
-        }
-    }
-#pragma GCC unroll 4
-    for (int g = 0; g < G; g++) out[g] = _mm512_reduce_add_ps(_mm512_add_ps(a0[g], a1[g]));
-}
-
-static inline __attribute__((always_inline)) float row_dot(const uint8_t *row, ts_dtype dt, size_t bb,
-                                                           ts_gemm_qx qx, int nb) {
-    float r;
-    rows_dot(&r, row, dt, bb, &qx, nb, 1);
-    return r;
-}
-
-/* ---- Q4_0 decode, 16 blocks at a time, unsigned codes straight into vpdpbusd. The 16-bit x
- * is split into bytes, q = 256 * hi + lo (hi signed, lo unsigned), so with c the codes 0..15
- * (weight c - 8):  sum((c - 8) * q) = 256 * sum(c * hi) + sum(lo * c) - 8 * sum(q). vpdpbusd
- * takes c as the unsigned operand against hi, and lo as the unsigned one against c (0..15 is a
- * valid signed byte); the last term is precomputed per block. Every step is exact int32 (a
- * block's dot is at most 32 * 8 * 32768 = 2^23 in magnitude, exact in FP32 too), then one
- * conversion and one FMA by the 16 scales d_w * d_x (the 16 F16 d_w picked out of the group by
- * two vpermt2w and converted by one vcvtph2ps). The per-block int32 sums are exact, so the
- * result differs from the vpdpwssd form only in FP32 rounding (rel 1.4e-7 measured); a row's
- * bits do not depend on which rows a call computes (column splits stay bit-identical).
- * x is laid out per pair of blocks (b, b + 1) as 64 bytes [b 0..15, b+1 0..15, b 16..31,
- * b+1 16..31], matching the codes of one 16-byte nibble load per block: low nibbles (weights
- * 0..15) in the lower 256 bits, high nibbles (16..31) in the upper. */
+/* ---- Decode, 16 blocks at a time: the codes as bytes straight into vpdpbusd. The 16-bit x is
+ * split into bytes, q = 256 * hi + lo (hi signed, lo unsigned). vpdpbusd multiplies an unsigned
+ * by a signed byte, so:
+ * - Q4_0, c the codes 0..15 (weight c - 8): sum((c - 8) q) = 256 sum(c hi) + sum(lo c) - 8 sum(q),
+ *   c unsigned against hi, lo unsigned against c (0..15 is a valid signed byte);
+ * - Q8_0, c the signed codes: sum(c q) = 256 sum((c + 128) hi) + sum(lo c) - 32768 sum(hi),
+ *   c + 128 (c ^ 0x80) unsigned against hi, lo unsigned against c.
+ * The last term is precomputed per block from x. Every step is exact int32 (|256 sum((c + 128)
+ * hi)| <= 256 * 32 * 255 * 128 < 2^28), so each block's dot is exactly the one vpdpwssd forms on
+ * the int16 codes; then per 16 blocks one conversion and one FMA by the 16 scales d_w * d_x in
+ * lane order, so results differ from a per-block vpdpwssd form only in FP32 rounding (rel 1.4e-7
+ * measured for Q4_0). A row's bits do not depend on which rows a call computes (column splits
+ * stay bit-identical), nor on how many x rows a batched decode runs beside it.
+ * x per pair of blocks (b, b + 1) is 64 bytes of hi (and of lo) laid out like the codes: Q4_0
+ * [b 0..15, b+1 0..15, b 16..31, b+1 16..31] (one 16-byte nibble load per block: low nibbles,
+ * weights 0..15, in the lower 256 bits, high nibbles in the upper), Q8_0 in natural order
+ * [b 0..31, b+1 0..31] (two 32-byte code loads). Q8_0 had been one vpdpwssd per block on
+ * sign-extended codes plus a scalar scale per block: about twice the instructions per byte. */
 #define Q4G 16 /* blocks per group */
 typedef struct q4x {
     const uint8_t *hi, *lo; /* K bytes each, pair layout above, whole groups only */
-    const int32_t *corr;    /* 8 * sum(q) per block, in the group's lane order */
+    const int32_t *corr;    /* the correction term per block, in the group's lane order */
     const float *d;         /* d_x per block, in the group's lane order */
 } q4x;
 
 /* Lane i of a group's reduced sums holds block 4 * (i % 4) + i / 4 (the unpack tree below). */
 static inline int q4_lane_block(int i) { return 4 * (i % 4) + i / 4; }
 
-static void q4_prepare(q4x *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng) {
+static void q4_prepare(q4x *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng, ts_dtype dt) {
     const __m512i ones = _mm512_set1_epi16(1);
     for (int g = 0; g < ng; g++) {
         for (int pr = 0; pr < Q4G / 2; pr++) {
@@ -122,12 +82,18 @@ static void q4_prepare(q4x *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
             __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(x0, 8))),
                                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(x1, 8)), 1);
             __m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(x0)), _mm512_cvtepi16_epi8(x1), 1);
-            _mm512_storeu_si512(hi + b * TS_QBLOCK, _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(3, 1, 2, 0)));
-            _mm512_storeu_si512(lo + b * TS_QBLOCK, _mm512_shuffle_i32x4(l, l, _MM_SHUFFLE(3, 1, 2, 0)));
+            if (dt == TS_DTYPE_Q4_0) {
+                h = _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(3, 1, 2, 0));
+                l = _mm512_shuffle_i32x4(l, l, _MM_SHUFFLE(3, 1, 2, 0));
+            }
+            _mm512_storeu_si512(hi + b * TS_QBLOCK, h);
+            _mm512_storeu_si512(lo + b * TS_QBLOCK, l);
         }
         for (int i = 0; i < Q4G; i++) {
             size_t b = (size_t)g * Q4G + q4_lane_block(i);
-            corr[g * Q4G + i] = 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_loadu_si512(qx.q + b * TS_QBLOCK), ones));
+            __m512i x = _mm512_loadu_si512(qx.q + b * TS_QBLOCK);
+            corr[g * Q4G + i] = dt == TS_DTYPE_Q4_0 ? 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones))
+                                                    : 32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones));
             d[g * Q4G + i] = qx.d[b];
         }
     }
@@ -146,18 +112,34 @@ static const int16_t q4_scale_idx[2][32] __attribute__((aligned(64))) = {
 static const int16_t q4_nib_idx[2][32] __attribute__((aligned(64))) = {
     {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17},
     {15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31}};
+/* Byte offsets of the 16 Q8_0 blocks of a group in lane order (a gather of their scales). */
+static const int32_t q8_scale_off[16] __attribute__((aligned(64))) = {0,   136, 272, 408, 34,  170, 306, 442,
+                                                                     68,  204, 340, 476, 102, 238, 374, 510};
 
-/* row_dot_q4 in two parts: per W group of 16 blocks the codes of its 8 pairs (vpermw with
- * q4_nib_idx, shift, mask: lanes 0 and 2 of a pair vector are its first block's, 1 and 3 the
- * second's) and the 16 scales in lane order; per x row the 16 exact block dots (two vpdpbusd per
- * pair, the add/unpack tree), corrected, scaled and accumulated. A batched decode runs the first
- * once per group for all its x rows. */
+/* A row's dot in two parts: per W group of 16 blocks the codes of its 8 pairs (lanes laid out
+ * as x above) and the 16 scales in lane order; per x row the 16 exact block dots (two vpdpbusd
+ * per pair, the add/unpack tree), corrected, scaled and accumulated. A batched decode runs the
+ * first once per group for all its x rows. */
 typedef struct q4w {
-    __m512i c[8]; /* codes of the 8 pairs of blocks, as q4_pair forms them */
+    __m512i c[8]; /* codes of the 8 pairs of blocks (Q4_0 0..15, Q8_0 signed) */
     __m512 dw;    /* the 16 F16 scales d_w in lane order */
 } q4w;
 
-static inline __attribute__((always_inline)) void q4_group_w(q4w *o, const uint8_t *p) {
+static inline __attribute__((always_inline)) void q4_group_w(q4w *o, const uint8_t *p, ts_dtype dt) {
+    if (dt == TS_DTYPE_Q8_0) {
+        const size_t bb = 2 + TS_QBLOCK;
+        for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
+        for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH_L2 + 64 * l, _MM_HINT_T1);
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *p0 = p + 2 * (size_t)j * bb;
+            o->c[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0 + 2))),
+                                         _mm256_loadu_si256((const __m256i *)(p0 + bb + 2)), 1);
+        }
+        /* 4 bytes at each block's start, the low 2 its F16 scale */
+        __m512i sc = _mm512_i32gather_epi32(_mm512_load_si512(q8_scale_off), p, 1);
+        o->dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sc));
+        return;
+    }
     const size_t bb = 2 + TS_QBLOCK / 2;
     const __m512i ia = _mm512_loadu_si512(q4_scale_idx[0]), ib = _mm512_loadu_si512(q4_scale_idx[1]);
     const __m512i n0 = _mm512_loadu_si512(q4_nib_idx[0]), n1 = _mm512_loadu_si512(q4_nib_idx[1]);
@@ -175,19 +157,27 @@ static inline __attribute__((always_inline)) void q4_group_w(q4w *o, const uint8
 }
 
 /* acc + the group's 16 block dots with x (blocks b.. of x4), scaled */
-static inline __attribute__((always_inline)) __m512 q4_group_x(__m512 acc, const q4w *w, const q4x *x4, int b) {
+static inline __attribute__((always_inline)) __m512 q4_group_x(__m512 acc, const q4w *w, const q4x *x4, int b,
+                                                               ts_dtype dt) {
     const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512i v[8];
     for (int j = 0; j < 8; j++) {
-        __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w->c[j], _mm512_loadu_si512(xh + 64 * j));
+        __m512i cu = dt == TS_DTYPE_Q8_0 ? _mm512_xor_si512(w->c[j], flip) : w->c[j];
+        __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), cu, _mm512_loadu_si512(xh + 64 * j));
         v[j] = _mm512_dpbusd_epi32(_mm512_slli_epi32(s, 8), _mm512_loadu_si512(xl + 64 * j), w->c[j]);
     }
-    /* 128-bit lanes: w[i] lane k = block 4i + k (4 partial sums) */
+    /* 128-bit lanes: u[i] lane k = block 4i + k (4 partial sums); v's 128-bit lanes hold blocks
+     * [b, b + 1, b, b + 1] (Q4_0) or [b, b, b + 1, b + 1] (Q8_0) of its pair */
     __m512i u[4];
     for (int i = 0; i < 4; i++) {
         __m512i a = v[2 * i], c = v[2 * i + 1];
-        u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(1, 0, 1, 0)),
-                                _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 2, 3, 2)));
+        if (dt == TS_DTYPE_Q4_0)
+            u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 2, 3, 2)));
+        else
+            u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 1, 3, 1)));
     }
     __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
     __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
@@ -196,35 +186,36 @@ static inline __attribute__((always_inline)) __m512 q4_group_x(__m512 acc, const
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w->dw, _mm512_loadu_ps(x4->d + b)), acc);
 }
 
-/* the last nb % 16 blocks, one at a time */
+/* the last nb % 16 blocks, one at a time (vpdpwssd on the codes widened to int16) */
 static inline __attribute__((always_inline)) __m512 q4_tail(__m512 acc, const uint8_t *row, ts_gemm_qx qx, int b,
-                                                            int nb) {
-    const size_t bb = 2 + TS_QBLOCK / 2;
+                                                            int nb, ts_dtype dt) {
+    const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     const __m512i z = _mm512_setzero_si512();
     for (; b < nb; b++) {
         const uint8_t *p0 = row + (size_t)b * bb;
-        __m512i s0 = _mm512_dpwssd_epi32(z, block_w16(p0, TS_DTYPE_Q4_0), _mm512_loadu_si512(qx.q + (size_t)b * TS_QBLOCK));
+        __m512i s0 = _mm512_dpwssd_epi32(z, block_w16(p0, dt), _mm512_loadu_si512(qx.q + (size_t)b * TS_QBLOCK));
         acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_set1_ps(f16(p0) * qx.d[b]), acc);
     }
     return acc;
 }
 
 static inline __attribute__((always_inline)) float row_dot_q4(const uint8_t *row, ts_gemm_qx qx, const q4x *x4,
-                                                              int nb) {
-    const size_t bb = 2 + TS_QBLOCK / 2;
+                                                              int nb, ts_dtype dt) {
+    const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     __m512 acc = _mm512_setzero_ps();
     int ng = nb / Q4G, b = 0;
     for (int g = 0; g < ng; g++, b += Q4G) {
         q4w w;
-        q4_group_w(&w, row + (size_t)b * bb);
-        acc = q4_group_x(acc, &w, x4, b);
+        q4_group_w(&w, row + (size_t)b * bb, dt);
+        acc = q4_group_x(acc, &w, x4, b, dt);
     }
-    return _mm512_reduce_add_ps(q4_tail(acc, row, qx, b, nb));
+    return _mm512_reduce_add_ps(q4_tail(acc, row, qx, b, nb, dt));
 }
 
-static void gemv_rows_q4(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
+static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_qx qx, const uint8_t *W, int K,
+                                                              int n0, int n1, ts_dtype dt) {
     int nb = K / TS_QBLOCK, ng = nb / Q4G;
-    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q4_0, K), kg = (size_t)ng * Q4G * TS_QBLOCK;
+    size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * Q4G * TS_QBLOCK;
     uint8_t sbuf[2 * TS_GEMM_QX_MAX] __attribute__((aligned(64)));
     int32_t scorr[TS_GEMM_QX_MAX / TS_QBLOCK];
     float sd[TS_GEMM_QX_MAX / TS_QBLOCK];
@@ -238,18 +229,20 @@ static void gemv_rows_q4(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n
         buf = heap, corr = (int32_t *)(buf + 2 * kg), d = (float *)(corr + nb);
     }
     q4x x4;
-    q4_prepare(&x4, buf, buf + kg, corr, d, qx, ng);
-    for (int n = n0; n < n1; n++) y[n] = row_dot_q4(W + (size_t)n * rb, qx, &x4, nb);
+    q4_prepare(&x4, buf, buf + kg, corr, d, qx, ng, dt);
+    for (int n = n0; n < n1; n++) y[n] = row_dot_q4(W + (size_t)n * rb, qx, &x4, nb, dt);
     free(heap);
 }
 
-/* Batched Q4_0: x of every row prepared once (q4_prepare; on the stack while they fit), then
- * per W row and 16-block group the codes and scales once, and every x row's dots against them;
- * the accumulators of all rows live in a small array (same values as in registers). */
+/* Batched: x of every row prepared once (q4_prepare; on the stack while they fit), then per W
+ * row and 16-block group the codes and scales once, and every x row's dots against them; the
+ * accumulators of all rows live in a small array (same values as in registers). */
 #define Q4_BATCH_STACK 65536 /* bytes of hi + lo for all rows */
-static void gemv_rows_q4_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, int K, int n0, int n1) {
+static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
+                                                                    const uint8_t *W, int K, int n0, int n1,
+                                                                    ts_dtype dt) {
     int nb = K / TS_QBLOCK, ng = nb / Q4G;
-    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q4_0, K), kg = (size_t)ng * Q4G * TS_QBLOCK, per = 2 * kg;
+    size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * Q4G * TS_QBLOCK, per = 2 * kg;
     size_t aux = (sizeof(int32_t) + sizeof(float)) * (size_t)nb;
     uint8_t sbuf[Q4_BATCH_STACK] __attribute__((aligned(64)));
     uint8_t *buf = sbuf;
@@ -263,45 +256,30 @@ static void gemv_rows_q4_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, c
     for (int s = 0; s < S; s++) {
         uint8_t *p = buf + (size_t)s * (per + aux);
         int32_t *corr = (int32_t *)(p + per);
-        q4_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng);
+        q4_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng, dt);
     }
     __m512 acc[TS_GEMM_BATCH_MAX];
-    const size_t bb = 2 + TS_QBLOCK / 2;
+    const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     for (int n = n0; n < n1; n++) {
         const uint8_t *row = W + (size_t)n * rb;
         for (int s = 0; s < S; s++) acc[s] = _mm512_setzero_ps();
         int b = 0;
         for (int g = 0; g < ng; g++, b += Q4G) {
             q4w w;
-            q4_group_w(&w, row + (size_t)b * bb);
-            for (int s = 0; s < S; s++) acc[s] = q4_group_x(acc[s], &w, &x4[s], b);
+            q4_group_w(&w, row + (size_t)b * bb, dt);
+            for (int s = 0; s < S; s++) acc[s] = q4_group_x(acc[s], &w, &x4[s], b, dt);
         }
-        for (int s = 0; s < S; s++) y[(size_t)s * ldy + n] = _mm512_reduce_add_ps(q4_tail(acc[s], row, qx[s], b, nb));
+        for (int s = 0; s < S; s++)
+            y[(size_t)s * ldy + n] = _mm512_reduce_add_ps(q4_tail(acc[s], row, qx[s], b, nb, dt));
     }
     free(heap);
 }
 
-/* Batched Q8_0: per W row the x rows in groups of up to 4. */
+/* One function per type with the type a constant, so the kernels are specialized for it. */
 static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
                             int n0, int n1) {
-    if (dt == TS_DTYPE_Q4_0) {
-        gemv_rows_q4_batch(y, ldy, qx, S, W, K, n0, n1);
-        return;
-    }
-    size_t rb = ts_gemm_row_bytes(dt, K);
-    int nb = K / TS_QBLOCK;
-    float out[4];
-    for (int n = n0; n < n1; n++) {
-        const uint8_t *row = W + (size_t)n * rb;
-        for (int s = 0; s < S; s += 4) {
-            int G = S - s < 4 ? S - s : 4;
-            if (G == 4) rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 4);
-            else if (G == 3) rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 3);
-            else if (G == 2) rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 2);
-            else rows_dot(out, row, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx + s, nb, 1);
-            for (int g = 0; g < G; g++) y[(size_t)(s + g) * ldy + n] = out[g];
-        }
-    }
+    if (dt == TS_DTYPE_Q8_0) gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q8_0);
+    else gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0);
 }
 
 void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
@@ -310,13 +288,9 @@ void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, con
     ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, gemv_rows_batch);
 }
 
-/* One loop per type with the type a constant, so row_dot is specialized for it. */
 static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
-    size_t rb = ts_gemm_row_bytes(dt, K);
-    if (dt == TS_DTYPE_Q8_0)
-        for (int n = n0; n < n1; n++) y[n] = row_dot(W + (size_t)n * rb, TS_DTYPE_Q8_0, 2 + TS_QBLOCK, qx, K / TS_QBLOCK);
-    else
-        gemv_rows_q4(y, qx, W, K, n0, n1);
+    if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0);
+    else gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0);
 }
 
 /* ---- Prefill: 16-bit x against 16-bit W panels with vpdpwssd ----
