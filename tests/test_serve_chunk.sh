@@ -217,7 +217,7 @@ done
 # the cache served phase 2 where it was on
 grep -q "prompt ([1-9][0-9]* cached)" "$TMP/c16.log" && ok || bad "no cache hit with chunk 16"
 grep -q "prompt ([1-9][0-9]* cached)" "$TMP/c17.log" && bad "a cache hit with --cache-mb 0" || ok
-grep -q "prefill chunk 16, lookup 8$" "$TMP/c16.log" && ok || bad "start-up line: $(head -3 "$TMP/c16.log")"
+grep -q "prefill chunk 16, lookup 8, weights " "$TMP/c16.log" && ok || bad "start-up line: $(head -3 "$TMP/c16.log")"
 
 # flags
 expect 64 "--prefill-chunk 1" -- "$BIN" serve "$M" --prefill-chunk 1

@@ -125,7 +125,7 @@ v=$(metric "$PA" tessera_lookup_verify_steps_total)
 echo "stories260K --lookup 8: $v verify steps, $d tokens drafted, $a accepted"
 [ "${d:-0}" -gt 0 ] && [ "${a:-0}" -gt 0 ] && [ "$a" -le "$d" ] && [ "${v:-0}" -gt 0 ] && ok || bad "lookup metrics: d=$d a=$a v=$v"
 [ "$(metric "$PB" tessera_lookup_draft_tokens_total)" = 0 ] && ok || bad "--lookup 0 drafted"
-grep -q "lookup 8$" "$TMP/a.log" && grep -q "(lookup: [0-9]* of [0-9]* drafted accepted)" "$TMP/a.log" && ok ||
+grep -q "lookup 8, weights " "$TMP/a.log" && grep -q "(lookup: [0-9]* of [0-9]* drafted accepted)" "$TMP/a.log" && ok ||
     bad "log lines: $(head -5 "$TMP/a.log")"
 kill -TERM "$A" "$B"
 wait "$A" "$B"
