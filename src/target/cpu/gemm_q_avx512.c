@@ -63,21 +63,21 @@ void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K) {
  * weights 0..15, in the lower 256 bits, high nibbles in the upper), Q8_0 in natural order
  * [b 0..31, b+1 0..31] (two 32-byte code loads). Q8_0 had been one vpdpwssd per block on
  * sign-extended codes plus a scalar scale per block: about twice the instructions per byte. */
-#define Q4G 16 /* blocks per group */
-typedef struct q4x {
+#define QG 16 /* blocks per group */
+typedef struct qgx {
     const uint8_t *hi, *lo; /* K bytes each, pair layout above, whole groups only */
     const int32_t *corr;    /* the correction term per block, in the group's lane order */
     const float *d;         /* d_x per block, in the group's lane order */
-} q4x;
+} qgx;
 
 /* Lane i of a group's reduced sums holds block 4 * (i % 4) + i / 4 (the unpack tree below). */
-static inline int q4_lane_block(int i) { return 4 * (i % 4) + i / 4; }
+static inline int qg_lane_block(int i) { return 4 * (i % 4) + i / 4; }
 
-static void q4_prepare(q4x *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng, ts_dtype dt) {
+static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng, ts_dtype dt) {
     const __m512i ones = _mm512_set1_epi16(1);
     for (int g = 0; g < ng; g++) {
-        for (int pr = 0; pr < Q4G / 2; pr++) {
-            size_t b = (size_t)g * Q4G + 2 * pr;
+        for (int pr = 0; pr < QG / 2; pr++) {
+            size_t b = (size_t)g * QG + 2 * pr;
             __m512i x0 = _mm512_loadu_si512(qx.q + b * TS_QBLOCK), x1 = _mm512_loadu_si512(qx.q + (b + 1) * TS_QBLOCK);
             __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(x0, 8))),
                                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(x1, 8)), 1);
@@ -89,20 +89,20 @@ static void q4_prepare(q4x *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
             _mm512_storeu_si512(hi + b * TS_QBLOCK, h);
             _mm512_storeu_si512(lo + b * TS_QBLOCK, l);
         }
-        for (int i = 0; i < Q4G; i++) {
-            size_t b = (size_t)g * Q4G + q4_lane_block(i);
+        for (int i = 0; i < QG; i++) {
+            size_t b = (size_t)g * QG + qg_lane_block(i);
             __m512i x = _mm512_loadu_si512(qx.q + b * TS_QBLOCK);
-            corr[g * Q4G + i] = dt == TS_DTYPE_Q4_0 ? 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones))
+            corr[g * QG + i] = dt == TS_DTYPE_Q4_0 ? 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones))
                                                     : 32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones));
-            d[g * Q4G + i] = qx.d[b];
+            d[g * QG + i] = qx.d[b];
         }
     }
     o->hi = hi, o->lo = lo, o->corr = corr, o->d = d;
 }
 
-/* vpermt2w indices (AVX512BW) of the 16 F16 scales of a group in lane order (q4_lane_block):
+/* vpermt2w indices (AVX512BW) of the 16 F16 scales of a group in lane order (qg_lane_block):
  * [0] from the 128 bytes at 0 (blocks 0-7, word 9 * block), [1] from the 128 bytes at 144 (blocks
- * 8-15, word 9 * (block - 8)); row_dot_q4 blends them (lanes i with i % 4 >= 2 from [1]). */
+ * 8-15, word 9 * (block - 8)); qg_group_w blends them (lanes i with i % 4 >= 2 from [1]). */
 static const int16_t q4_scale_idx[2][32] __attribute__((aligned(64))) = {
     {0, 36, 0, 0, 9, 45, 0, 0, 18, 54, 0, 0, 27, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {0, 0, 0, 36, 0, 0, 9, 45, 0, 0, 18, 54, 0, 0, 27, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
@@ -120,12 +120,12 @@ static const int32_t q8_scale_off[16] __attribute__((aligned(64))) = {0,   136, 
  * as x above) and the 16 scales in lane order; per x row the 16 exact block dots (two vpdpbusd
  * per pair, the add/unpack tree), corrected, scaled and accumulated. A batched decode runs the
  * first once per group for all its x rows. */
-typedef struct q4w {
+typedef struct qgw {
     __m512i c[8]; /* codes of the 8 pairs of blocks (Q4_0 0..15, Q8_0 signed) */
     __m512 dw;    /* the 16 F16 scales d_w in lane order */
-} q4w;
+} qgw;
 
-static inline __attribute__((always_inline)) void q4_group_w(q4w *o, const uint8_t *p, ts_dtype dt) {
+static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8_t *p, ts_dtype dt) {
     if (dt == TS_DTYPE_Q8_0) {
         const size_t bb = 2 + TS_QBLOCK;
         for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
@@ -157,7 +157,7 @@ static inline __attribute__((always_inline)) void q4_group_w(q4w *o, const uint8
 }
 
 /* acc + the group's 16 block dots with x (blocks b.. of x4), scaled */
-static inline __attribute__((always_inline)) __m512 q4_group_x(__m512 acc, const q4w *w, const q4x *x4, int b,
+static inline __attribute__((always_inline)) __m512 qg_group_x(__m512 acc, const qgw *w, const qgx *x4, int b,
                                                                ts_dtype dt) {
     const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
@@ -187,7 +187,7 @@ static inline __attribute__((always_inline)) __m512 q4_group_x(__m512 acc, const
 }
 
 /* the last nb % 16 blocks, one at a time (vpdpwssd on the codes widened to int16) */
-static inline __attribute__((always_inline)) __m512 q4_tail(__m512 acc, const uint8_t *row, ts_gemm_qx qx, int b,
+static inline __attribute__((always_inline)) __m512 qg_tail(__m512 acc, const uint8_t *row, ts_gemm_qx qx, int b,
                                                             int nb, ts_dtype dt) {
     const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     const __m512i z = _mm512_setzero_si512();
@@ -199,23 +199,23 @@ static inline __attribute__((always_inline)) __m512 q4_tail(__m512 acc, const ui
     return acc;
 }
 
-static inline __attribute__((always_inline)) float row_dot_q4(const uint8_t *row, ts_gemm_qx qx, const q4x *x4,
+static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row, ts_gemm_qx qx, const qgx *x4,
                                                               int nb, ts_dtype dt) {
     const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     __m512 acc = _mm512_setzero_ps();
-    int ng = nb / Q4G, b = 0;
-    for (int g = 0; g < ng; g++, b += Q4G) {
-        q4w w;
-        q4_group_w(&w, row + (size_t)b * bb, dt);
-        acc = q4_group_x(acc, &w, x4, b, dt);
+    int ng = nb / QG, b = 0;
+    for (int g = 0; g < ng; g++, b += QG) {
+        qgw w;
+        qg_group_w(&w, row + (size_t)b * bb, dt);
+        acc = qg_group_x(acc, &w, x4, b, dt);
     }
-    return _mm512_reduce_add_ps(q4_tail(acc, row, qx, b, nb, dt));
+    return _mm512_reduce_add_ps(qg_tail(acc, row, qx, b, nb, dt));
 }
 
 static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_qx qx, const uint8_t *W, int K,
                                                               int n0, int n1, ts_dtype dt) {
-    int nb = K / TS_QBLOCK, ng = nb / Q4G;
-    size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * Q4G * TS_QBLOCK;
+    int nb = K / TS_QBLOCK, ng = nb / QG;
+    size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * QG * TS_QBLOCK;
     uint8_t sbuf[2 * TS_GEMM_QX_MAX] __attribute__((aligned(64)));
     int32_t scorr[TS_GEMM_QX_MAX / TS_QBLOCK];
     float sd[TS_GEMM_QX_MAX / TS_QBLOCK];
@@ -228,23 +228,23 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
         if (!heap) return; /* as ts_cpu_gemm_q_decode */
         buf = heap, corr = (int32_t *)(buf + 2 * kg), d = (float *)(corr + nb);
     }
-    q4x x4;
-    q4_prepare(&x4, buf, buf + kg, corr, d, qx, ng, dt);
-    for (int n = n0; n < n1; n++) y[n] = row_dot_q4(W + (size_t)n * rb, qx, &x4, nb, dt);
+    qgx x4;
+    qg_prepare(&x4, buf, buf + kg, corr, d, qx, ng, dt);
+    for (int n = n0; n < n1; n++) y[n] = row_dot_g(W + (size_t)n * rb, qx, &x4, nb, dt);
     free(heap);
 }
 
-/* Batched: x of every row prepared once (q4_prepare; on the stack while they fit), then per W
+/* Batched: x of every row prepared once (qg_prepare; on the stack while they fit), then per W
  * row and 16-block group the codes and scales once, and every x row's dots against them; the
  * accumulators of all rows live in a small array (same values as in registers). */
-#define Q4_BATCH_STACK 65536 /* bytes of hi + lo for all rows */
+#define QG_BATCH_STACK 65536 /* bytes of hi + lo for all rows */
 static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
                                                                     const uint8_t *W, int K, int n0, int n1,
                                                                     ts_dtype dt) {
-    int nb = K / TS_QBLOCK, ng = nb / Q4G;
-    size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * Q4G * TS_QBLOCK, per = 2 * kg;
+    int nb = K / TS_QBLOCK, ng = nb / QG;
+    size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * QG * TS_QBLOCK, per = 2 * kg;
     size_t aux = (sizeof(int32_t) + sizeof(float)) * (size_t)nb;
-    uint8_t sbuf[Q4_BATCH_STACK] __attribute__((aligned(64)));
+    uint8_t sbuf[QG_BATCH_STACK] __attribute__((aligned(64)));
     uint8_t *buf = sbuf;
     void *heap = NULL;
     if ((size_t)S * (per + aux) > sizeof sbuf) {
@@ -252,11 +252,11 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
         if (!heap) return; /* as ts_cpu_gemm_q_decode */
         buf = heap;
     }
-    q4x x4[TS_GEMM_BATCH_MAX];
+    qgx x4[TS_GEMM_BATCH_MAX];
     for (int s = 0; s < S; s++) {
         uint8_t *p = buf + (size_t)s * (per + aux);
         int32_t *corr = (int32_t *)(p + per);
-        q4_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng, dt);
+        qg_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng, dt);
     }
     __m512 acc[TS_GEMM_BATCH_MAX];
     const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
@@ -264,13 +264,13 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
         const uint8_t *row = W + (size_t)n * rb;
         for (int s = 0; s < S; s++) acc[s] = _mm512_setzero_ps();
         int b = 0;
-        for (int g = 0; g < ng; g++, b += Q4G) {
-            q4w w;
-            q4_group_w(&w, row + (size_t)b * bb, dt);
-            for (int s = 0; s < S; s++) acc[s] = q4_group_x(acc[s], &w, &x4[s], b, dt);
+        for (int g = 0; g < ng; g++, b += QG) {
+            qgw w;
+            qg_group_w(&w, row + (size_t)b * bb, dt);
+            for (int s = 0; s < S; s++) acc[s] = qg_group_x(acc[s], &w, &x4[s], b, dt);
         }
         for (int s = 0; s < S; s++)
-            y[(size_t)s * ldy + n] = _mm512_reduce_add_ps(q4_tail(acc[s], row, qx[s], b, nb, dt));
+            y[(size_t)s * ldy + n] = _mm512_reduce_add_ps(qg_tail(acc[s], row, qx[s], b, nb, dt));
     }
     free(heap);
 }
