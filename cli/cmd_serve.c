@@ -178,7 +178,8 @@ int cmd_serve(int argc, char **argv) {
     const char *h = so.host;
     int v6 = strchr(h, ':') != NULL;
     char placed[64] = "read in place (mmap)";
-    if (ts_session_copied_bytes(s))
+    if (o.quant >= 0) snprintf(placed, sizeof placed, "quantized at load (--quant)");
+    else if (ts_session_copied_bytes(s))
         snprintf(placed, sizeof placed, "%.0f MB copied at load", (double)ts_session_copied_bytes(s) / 1e6);
     fprintf(stderr,
             "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, prefill chunk %d, lookup %d, "

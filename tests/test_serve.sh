@@ -221,6 +221,12 @@ t=$(text "$TMP/long")
 grep -q '^finish=length' <<<"$(tail -1 <<<"$t")" && ok || bad "the request in flight did not finish: $(tail -c 300 "$TMP/long")"
 grep -q 'finishing the requests in flight' "$TMP/s2.log" && ok || bad "no drain message: $(cat "$TMP/s2.log")"
 
+# --quant: the matrices sit in their own slab, which the start-up line says (no copy on top)
+start_server "$TMP/s3.log" --quant q8_0 --quiet
+grep -q "^tessera serve: model .*, weights quantized at load (--quant)$" "$TMP/s3.log" && ok || bad "--quant: $(cat "$TMP/s3.log")"
+kill -TERM "$SPID"
+wait "$SPID"
+
 # ---- flags ----
 expect 64 "set per request" -- "$BIN" serve "$M" --seed 3
 expect 64 "--port 70000: expected an integer in [0, 65535]" -- "$BIN" serve "$M" --port 70000

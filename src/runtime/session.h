@@ -25,7 +25,8 @@ typedef struct ts_session_opts {
     int enable_thinking; /* -1: template default; 0/1: Qwen3's switch */
     const ts_cpu_tile_rec *tiles; /* a deployment's autotuned tiles (borrowed), or NULL */
     int n_tiles;
-    int copy_weights; /* --weights: 1 copy, 0 mmap, -1 unset (a deployment's choice, else mmap) */
+    int copy_weights; /* --weights: 1 copy, 0 mmap, -1 unset (a deployment's choice, else the
+                       * default of session.c: copy quantized files, and any file in chat/serve) */
     int lookup;       /* --lookup: drafted tokens verified per decode step (prompt lookup); 0: off */
     int lookup_ngram; /* --lookup-ngram: longest suffix matched (0: TS_GEN_LOOKUP_NGRAM) */
     int lookup_min;   /* --lookup-min: shortest suffix matched (0: TS_GEN_LOOKUP_MIN) */

@@ -1,9 +1,15 @@
 /* CPUID-based detection. AVX/AVX-512 state must also be enabled by the OS (XCR0), or the
  * instructions fault even though CPUID lists them. */
+#define _GNU_SOURCE /* syscall() */
 #include "target/cpu/cpu_features.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -54,6 +60,26 @@ const ts_cpu_features *ts_cpu_features_get(void) {
         done = 1;
     }
     return &f;
+}
+
+static int g_amx;
+
+/* Here, not in gemm_q_amx.c: this file has no ISA flags, so the check itself runs anywhere. */
+static void amx_init(void) {
+#if defined(__linux__) && defined(__x86_64__)
+    /* Linux keeps the 8 KiB tile state off until a process asks for it (the first tile
+     * instruction faults without the grant). The grant is process-wide and makes signal frames
+     * larger: a later sigaltstack smaller than that is refused. */
+    const ts_cpu_features *f = ts_cpu_features_get();
+    g_amx = f->amx_int8 && f->avx512vnni && ts_cpu_variant_supported(TS_CPU_AVX512BF16) &&
+            syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#endif
+}
+
+int ts_cpu_amx_usable(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, amx_init);
+    return g_amx;
 }
 
 int ts_cpu_variant_supported(ts_cpu_variant v) {

@@ -20,6 +20,9 @@ const ts_cpu_features *ts_cpu_features_get(void);
 /* Best variant this CPU supports that tessera implements. */
 ts_cpu_variant ts_cpu_best_variant(void);
 int ts_cpu_variant_supported(ts_cpu_variant v);
+/* AMX-INT8 tiles usable: CPUID lists them, the OS enables their state (XCR0), the AVX-512
+ * variant runs here, and Linux granted this process the tiles (arch_prctl, asked once). */
+int ts_cpu_amx_usable(void);
 const char *ts_cpu_variant_name(ts_cpu_variant v);
 
 #endif

@@ -185,9 +185,6 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
  * TESSERA_Q_PREFILL=f32|bf16|i8|i16|amx overrides (side-by-side measurements, tests). */
 ts_q_prefill ts_cpu_avx512_q_prefill(void);
 const char *ts_q_prefill_name(ts_q_prefill k);
-/* AMX-INT8 tiles: CPUID lists them, the OS enables their state (XCR0) and granted this process
- * the permission to use them (arch_prctl, asked once). */
-int ts_cpu_amx_usable(void);
 /* The AMX kernel itself (S >= 1, any n0 < n1); I16 where AMX is not usable or memory for the
  * prepared x is short. The `amx` prefill runs it from TS_AMX_MIN_S rows, I16 below (padded to
  * 16-row tiles and repacking W per call, AMX was 0.6x I16 at 2 rows, 0.97x at 16, 1.09x at 32,

@@ -17,13 +17,9 @@
  * (16 rows x 32 bytes), tmm6/7 W codes of rows 0-15 / 16-31 in the tiles' 4-byte groups
  * (8 rows of 16 W rows x 4 positions). Compiled with -mamx-tile -mamx-int8 besides the
  * avx512 flags (CMakeLists.txt); run only where ts_cpu_amx_usable(). */
-#define _GNU_SOURCE /* syscall() */
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "target/cpu/cpu_features.h"
 #include "target/cpu/gemm.h"
@@ -35,24 +31,6 @@
 #define AMX_LDA (AMX_KC + 64) /* bytes between prepared x rows: not a multiple of 4 KiB */
 #define AMX_NB (AMX_KC / TS_QBLOCK)
 #define AMX_WBLK 1024 /* bytes of W codes per block: two B tiles of 512 */
-
-#define ARCH_REQ_XCOMP_PERM 0x1023 /* linux/arch/x86/include/uapi/asm/prctl.h */
-#define XFEATURE_XTILEDATA 18
-
-static int g_amx;
-
-static void amx_init(void) {
-    /* Linux keeps the 8 KiB tile state off until a process asks for it; without the grant the
-     * first tile instruction faults. */
-    g_amx = ts_cpu_features_get()->amx_int8 && ts_cpu_features_get()->avx512vnni &&
-            syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-}
-
-int ts_cpu_amx_usable(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, amx_init);
-    return g_amx;
-}
 
 typedef struct amx_cfg {
     uint8_t palette, start_row, reserved[14];
