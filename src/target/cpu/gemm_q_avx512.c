@@ -73,8 +73,22 @@ typedef struct qgx {
 /* Lane i of a group's reduced sums holds block 4 * (i % 4) + i / 4 (the unpack tree below). */
 static inline int qg_lane_block(int i) { return 4 * (i % 4) + i / 4; }
 
+/* Q4_0's x for one unit of 4 blocks (u) of a group: hi (or lo) bytes of 128 positions, natural
+ * order in nat (32 per block), to the unit's two 64-byte vectors: dword i = 4m + k of the first
+ * holds block k's positions 4m..4m+3 (the low nibbles of its code dword m), of the second
+ * positions 16 + 4m.. (the high nibbles). */
+static const int32_t q4_x_idx[2][16] __attribute__((aligned(64))) = {
+    {0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27},
+    {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31}};
+static inline void q4_x_unit(uint8_t *dst, const uint8_t *nat) {
+    __m512i a = _mm512_loadu_si512(nat), b = _mm512_loadu_si512(nat + 64);
+    _mm512_storeu_si512(dst, _mm512_permutex2var_epi32(a, _mm512_load_si512(q4_x_idx[0]), b));
+    _mm512_storeu_si512(dst + 64, _mm512_permutex2var_epi32(a, _mm512_load_si512(q4_x_idx[1]), b));
+}
+
 static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng, ts_dtype dt) {
     const __m512i ones = _mm512_set1_epi16(1);
+    uint8_t nh[4 * TS_QBLOCK] __attribute__((aligned(64))), nl[4 * TS_QBLOCK] __attribute__((aligned(64)));
     for (int g = 0; g < ng; g++) {
         for (int pr = 0; pr < QG / 2; pr++) {
             size_t b = (size_t)g * QG + 2 * pr;
@@ -82,15 +96,20 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
             __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(x0, 8))),
                                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(x1, 8)), 1);
             __m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(x0)), _mm512_cvtepi16_epi8(x1), 1);
-            if (dt == TS_DTYPE_Q4_0) {
-                h = _mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(3, 1, 2, 0));
-                l = _mm512_shuffle_i32x4(l, l, _MM_SHUFFLE(3, 1, 2, 0));
+            if (dt == TS_DTYPE_Q4_0) { /* natural order per unit, then its two vectors */
+                _mm512_store_si512(nh + 64 * (pr % 2), h);
+                _mm512_store_si512(nl + 64 * (pr % 2), l);
+                if (pr % 2) {
+                    q4_x_unit(hi + (b - 2) * TS_QBLOCK, nh);
+                    q4_x_unit(lo + (b - 2) * TS_QBLOCK, nl);
+                }
+                continue;
             }
             _mm512_storeu_si512(hi + b * TS_QBLOCK, h);
             _mm512_storeu_si512(lo + b * TS_QBLOCK, l);
         }
         for (int i = 0; i < QG; i++) {
-            size_t b = (size_t)g * QG + qg_lane_block(i);
+            size_t b = (size_t)g * QG + (dt == TS_DTYPE_Q4_0 ? i : qg_lane_block(i));
             __m512i x = _mm512_loadu_si512(qx.q + b * TS_QBLOCK);
             corr[g * QG + i] = dt == TS_DTYPE_Q4_0 ? 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones))
                                                     : 32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones));
@@ -100,18 +119,14 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
     o->hi = hi, o->lo = lo, o->corr = corr, o->d = d;
 }
 
-/* vpermt2w indices (AVX512BW) of the 16 F16 scales of a group in lane order (qg_lane_block):
- * [0] from the 128 bytes at 0 (blocks 0-7, word 9 * block), [1] from the 128 bytes at 144 (blocks
- * 8-15, word 9 * (block - 8)); qg_group_w blends them (lanes i with i % 4 >= 2 from [1]). */
-static const int16_t q4_scale_idx[2][32] __attribute__((aligned(64))) = {
-    {0, 36, 0, 0, 9, 45, 0, 0, 18, 54, 0, 0, 27, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {0, 0, 0, 36, 0, 0, 9, 45, 0, 0, 18, 54, 0, 0, 27, 63, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}};
-/* vpermw indices of a pair's nibbles from the 64 bytes at its first block: words 1-8 (block b)
- * and 10-17 (b + 1), twice: [b, b + 1, b, b + 1]; [1] for a load 28 bytes earlier (the group's
- * last pair, so that no load reaches past the group). */
-static const int16_t q4_nib_idx[2][32] __attribute__((aligned(64))) = {
-    {1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17},
-    {15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31, 15, 16, 17, 18, 19, 20, 21, 22, 24, 25, 26, 27, 28, 29, 30, 31}};
+/* vpermt2d indices of a unit's codes (blocks k = 0..3 at bytes 18k of the unit; block k's codes
+ * at 18k + 2) from the 64 bytes at unit byte 2 (A: blocks 0 and 2 at dwords 0 and 9) and the 64
+ * at byte 8 (B: blocks 1 and 3 at dwords 3 and 12, indices 16 on): dword i = 4m + k is block
+ * k's code dword m. Both loads stay inside the unit. */
+static const int32_t q4_code_idx[16] __attribute__((aligned(64))) = {0, 19, 9, 28, 1, 20, 10, 29,
+                                                                    2, 21, 11, 30, 3, 22, 12, 31};
+static const int32_t q4_scale_off[16] __attribute__((aligned(64))) = {0,   18,  36,  54,  72,  90,  108, 126,
+                                                                     144, 162, 180, 198, 216, 234, 252, 270};
 /* Byte offsets of the 16 Q8_0 blocks of a group in lane order (a gather of their scales). */
 static const int32_t q8_scale_off[16] __attribute__((aligned(64))) = {0,   136, 272, 408, 34,  170, 306, 442,
                                                                      68,  204, 340, 476, 102, 238, 374, 510};
@@ -140,50 +155,63 @@ static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8
         o->dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sc));
         return;
     }
-    const size_t bb = 2 + TS_QBLOCK / 2;
-    const __m512i ia = _mm512_loadu_si512(q4_scale_idx[0]), ib = _mm512_loadu_si512(q4_scale_idx[1]);
-    const __m512i n0 = _mm512_loadu_si512(q4_nib_idx[0]), n1 = _mm512_loadu_si512(q4_nib_idx[1]);
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512i sh = _mm512_set_epi64(0x0004000400040004ll, 0x0004000400040004ll, 0x0004000400040004ll,
-                                        0x0004000400040004ll, 0, 0, 0, 0);
+    const __m512i idx = _mm512_load_si512(q4_code_idx), m4 = _mm512_set1_epi8(15);
     for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
     for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH_L2 + 64 * l, _MM_HINT_T1);
-    for (int j = 0; j < 7; j++)
-        o->c[j] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(n0, _mm512_loadu_si512(p + 2 * j * bb)), sh), m4);
-    o->c[7] = _mm512_and_si512(_mm512_srlv_epi16(_mm512_permutexvar_epi16(n1, _mm512_loadu_si512(p + 14 * bb - 28)), sh), m4);
-    __m512i sa = _mm512_permutex2var_epi16(_mm512_loadu_si512(p), ia, _mm512_loadu_si512(p + 64));
-    __m512i sb = _mm512_permutex2var_epi16(_mm512_loadu_si512(p + 144), ib, _mm512_loadu_si512(p + 208));
-    o->dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_mask_blend_epi16(0xCCCC, sa, sb)));
+    for (int u = 0; u < 4; u++) {
+        __m512i c = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 72 * u + 2), idx, _mm512_loadu_si512(p + 72 * u + 8));
+        o->c[2 * u] = _mm512_and_si512(c, m4);
+        o->c[2 * u + 1] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+    }
+    __m512i sc = _mm512_i32gather_epi32(_mm512_load_si512(q4_scale_off), p, 1);
+    o->dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sc));
 }
 
 /* acc + the group's 16 block dots with x (blocks b.. of x4), scaled */
 static inline __attribute__((always_inline)) __m512 qg_group_x(__m512 acc, const qgw *w, const qgx *x4, int b,
                                                                ts_dtype dt) {
     const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    __m512i v[8];
-    for (int j = 0; j < 8; j++) {
-        __m512i cu = dt == TS_DTYPE_Q8_0 ? _mm512_xor_si512(w->c[j], flip) : w->c[j];
-        __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), cu, _mm512_loadu_si512(xh + 64 * j));
-        v[j] = _mm512_dpbusd_epi32(_mm512_slli_epi32(s, 8), _mm512_loadu_si512(xl + 64 * j), w->c[j]);
+    __m512i t;
+    if (dt == TS_DTYPE_Q4_0) {
+        /* per unit: the low- and high-nibble codes against their x, hi bytes then lo; lane
+         * 4m + k of v[u] holds 8 positions of block 4u + k */
+        __m512i v[4];
+        for (int u = 0; u < 4; u++) {
+            const __m512i c0 = w->c[2 * u], c1 = w->c[2 * u + 1];
+            const __m512i z = _mm512_setzero_si512();
+            __m512i h = _mm512_dpbusd_epi32(z, c0, _mm512_loadu_si512(xh + 128 * u));
+            __m512i l = _mm512_dpbusd_epi32(z, _mm512_loadu_si512(xl + 128 * u), c0);
+            h = _mm512_dpbusd_epi32(h, c1, _mm512_loadu_si512(xh + 128 * u + 64));
+            l = _mm512_dpbusd_epi32(l, _mm512_loadu_si512(xl + 128 * u + 64), c1);
+            v[u] = _mm512_add_epi32(_mm512_slli_epi32(h, 8), l);
+        }
+        /* sum the four 128-bit lanes of each v[u] into 128-bit lane u: block 4u + k at lane 4u + k */
+        __m512i a = _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_i32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
+        __m512i c = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                     _mm512_shuffle_i32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2)));
+        t = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 1, 3, 1)));
+    } else {
+        const __m512i flip = _mm512_set1_epi8((char)0x80);
+        __m512i v[8];
+        for (int j = 0; j < 8; j++) {
+            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(w->c[j], flip),
+                                            _mm512_loadu_si512(xh + 64 * j));
+            v[j] = _mm512_dpbusd_epi32(_mm512_slli_epi32(s, 8), _mm512_loadu_si512(xl + 64 * j), w->c[j]);
+        }
+        /* 128-bit lanes: u[i] lane k = block 4i + k (4 partial sums); v's 128-bit lanes hold
+         * blocks [b, b, b + 1, b + 1] of its pair */
+        __m512i u[4];
+        for (int i = 0; i < 4; i++)
+            u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_i32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+        __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
+        __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
+        t = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
     }
-    /* 128-bit lanes: u[i] lane k = block 4i + k (4 partial sums); v's 128-bit lanes hold blocks
-     * [b, b + 1, b, b + 1] (Q4_0) or [b, b, b + 1, b + 1] (Q8_0) of its pair */
-    __m512i u[4];
-    for (int i = 0; i < 4; i++) {
-        __m512i a = v[2 * i], c = v[2 * i + 1];
-        if (dt == TS_DTYPE_Q4_0)
-            u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(1, 0, 1, 0)),
-                                    _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 2, 3, 2)));
-        else
-            u[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(2, 0, 2, 0)),
-                                    _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
-    __m512i t0 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[0], u[1]), _mm512_unpackhi_epi32(u[0], u[1]));
-    __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
-    __m512i s = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
-    s = _mm512_sub_epi32(s, _mm512_loadu_si512(x4->corr + b));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(w->dw, _mm512_loadu_ps(x4->d + b)), acc);
+    t = _mm512_sub_epi32(t, _mm512_loadu_si512(x4->corr + b));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(w->dw, _mm512_loadu_ps(x4->d + b)), acc);
 }
 
 /* the last nb % 16 blocks, one at a time (vpdpwssd on the codes widened to int16) */
