@@ -73,22 +73,19 @@ typedef struct qgx {
 /* Lane i of a group's reduced sums holds block 4 * (i % 4) + i / 4 (the unpack tree below). */
 static inline int qg_lane_block(int i) { return 4 * (i % 4) + i / 4; }
 
-/* Q4_0's x for one unit of 4 blocks (u) of a group: hi (or lo) bytes of 128 positions, natural
- * order in nat (32 per block), to the unit's two 64-byte vectors: dword i = 4m + k of the first
- * holds block k's positions 4m..4m+3 (the low nibbles of its code dword m), of the second
- * positions 16 + 4m.. (the high nibbles). */
-static const int32_t q4_x_idx[2][16] __attribute__((aligned(64))) = {
-    {0, 8, 16, 24, 1, 9, 17, 25, 2, 10, 18, 26, 3, 11, 19, 27},
-    {4, 12, 20, 28, 5, 13, 21, 29, 6, 14, 22, 30, 7, 15, 23, 31}};
-static inline void q4_x_unit(uint8_t *dst, const uint8_t *nat) {
-    __m512i a = _mm512_loadu_si512(nat), b = _mm512_loadu_si512(nat + 64);
-    _mm512_storeu_si512(dst, _mm512_permutex2var_epi32(a, _mm512_load_si512(q4_x_idx[0]), b));
-    _mm512_storeu_si512(dst + 64, _mm512_permutex2var_epi32(a, _mm512_load_si512(q4_x_idx[1]), b));
+/* Q4_0's x of a group, hi (or lo) bytes of its 16 blocks in natural order in nat (32 per
+ * block), to 8 vectors: dword i of vector j holds block i's positions 4j..4j+3, the x of code
+ * dword j % 4 of that block, low nibbles (j < 4) or high (j >= 4). */
+static const int32_t q4_x_off[16] __attribute__((aligned(64))) = {0,   32,  64,  96,  128, 160, 192, 224,
+                                                                 256, 288, 320, 352, 384, 416, 448, 480};
+static inline void q4_x_group(uint8_t *dst, const uint8_t *nat) {
+    const __m512i off = _mm512_load_si512(q4_x_off);
+    for (int j = 0; j < 8; j++) _mm512_storeu_si512(dst + 64 * j, _mm512_i32gather_epi32(off, nat + 4 * j, 1));
 }
 
 static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng, ts_dtype dt) {
     const __m512i ones = _mm512_set1_epi16(1);
-    uint8_t nh[4 * TS_QBLOCK] __attribute__((aligned(64))), nl[4 * TS_QBLOCK] __attribute__((aligned(64)));
+    uint8_t nh[QG * TS_QBLOCK] __attribute__((aligned(64))), nl[QG * TS_QBLOCK] __attribute__((aligned(64)));
     for (int g = 0; g < ng; g++) {
         for (int pr = 0; pr < QG / 2; pr++) {
             size_t b = (size_t)g * QG + 2 * pr;
@@ -96,17 +93,17 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
             __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(x0, 8))),
                                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(x1, 8)), 1);
             __m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(x0)), _mm512_cvtepi16_epi8(x1), 1);
-            if (dt == TS_DTYPE_Q4_0) { /* natural order per unit, then its two vectors */
-                _mm512_store_si512(nh + 64 * (pr % 2), h);
-                _mm512_store_si512(nl + 64 * (pr % 2), l);
-                if (pr % 2) {
-                    q4_x_unit(hi + (b - 2) * TS_QBLOCK, nh);
-                    q4_x_unit(lo + (b - 2) * TS_QBLOCK, nl);
-                }
+            if (dt == TS_DTYPE_Q4_0) { /* natural order for the group, then its vectors */
+                _mm512_store_si512(nh + 64 * pr, h);
+                _mm512_store_si512(nl + 64 * pr, l);
                 continue;
             }
             _mm512_storeu_si512(hi + b * TS_QBLOCK, h);
             _mm512_storeu_si512(lo + b * TS_QBLOCK, l);
+        }
+        if (dt == TS_DTYPE_Q4_0) {
+            q4_x_group(hi + (size_t)g * QG * TS_QBLOCK, nh);
+            q4_x_group(lo + (size_t)g * QG * TS_QBLOCK, nl);
         }
         for (int i = 0; i < QG; i++) {
             size_t b = (size_t)g * QG + (dt == TS_DTYPE_Q4_0 ? i : qg_lane_block(i));
@@ -158,10 +155,20 @@ static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8
     const __m512i idx = _mm512_load_si512(q4_code_idx), m4 = _mm512_set1_epi8(15);
     for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
     for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH_L2 + 64 * l, _MM_HINT_T1);
-    for (int u = 0; u < 4; u++) {
-        __m512i c = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 72 * u + 2), idx, _mm512_loadu_si512(p + 72 * u + 8));
-        o->c[2 * u] = _mm512_and_si512(c, m4);
-        o->c[2 * u + 1] = _mm512_and_si512(_mm512_srli_epi16(c, 4), m4);
+    __m512i pu[4];
+    for (int u = 0; u < 4; u++)
+        pu[u] = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 72 * u + 2), idx, _mm512_loadu_si512(p + 72 * u + 8));
+    /* 4 x 4 transpose of 128-bit lanes: lane u of q[m] = lane m of pu[u], so dword i of q[m] is
+     * block i's code dword m */
+    __m512i t0 = _mm512_shuffle_i32x4(pu[0], pu[1], _MM_SHUFFLE(1, 0, 1, 0));
+    __m512i t1 = _mm512_shuffle_i32x4(pu[0], pu[1], _MM_SHUFFLE(3, 2, 3, 2));
+    __m512i t2 = _mm512_shuffle_i32x4(pu[2], pu[3], _MM_SHUFFLE(1, 0, 1, 0));
+    __m512i t3 = _mm512_shuffle_i32x4(pu[2], pu[3], _MM_SHUFFLE(3, 2, 3, 2));
+    __m512i q[4] = {_mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(t0, t2, _MM_SHUFFLE(3, 1, 3, 1)),
+                    _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(2, 0, 2, 0)), _mm512_shuffle_i32x4(t1, t3, _MM_SHUFFLE(3, 1, 3, 1))};
+    for (int m = 0; m < 4; m++) {
+        o->c[m] = _mm512_and_si512(q[m], m4);
+        o->c[4 + m] = _mm512_and_si512(_mm512_srli_epi16(q[m], 4), m4);
     }
     __m512i sc = _mm512_i32gather_epi32(_mm512_load_si512(q4_scale_off), p, 1);
     o->dw = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(sc));
@@ -173,25 +180,16 @@ static inline __attribute__((always_inline)) __m512 qg_group_x(__m512 acc, const
     const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
     __m512i t;
     if (dt == TS_DTYPE_Q4_0) {
-        /* per unit: the low- and high-nibble codes against their x, hi bytes then lo; lane
-         * 4m + k of v[u] holds 8 positions of block 4u + k */
-        __m512i v[4];
-        for (int u = 0; u < 4; u++) {
-            const __m512i c0 = w->c[2 * u], c1 = w->c[2 * u + 1];
-            const __m512i z = _mm512_setzero_si512();
-            __m512i h = _mm512_dpbusd_epi32(z, c0, _mm512_loadu_si512(xh + 128 * u));
-            __m512i l = _mm512_dpbusd_epi32(z, _mm512_loadu_si512(xl + 128 * u), c0);
-            h = _mm512_dpbusd_epi32(h, c1, _mm512_loadu_si512(xh + 128 * u + 64));
-            l = _mm512_dpbusd_epi32(l, _mm512_loadu_si512(xl + 128 * u + 64), c1);
-            v[u] = _mm512_add_epi32(_mm512_slli_epi32(h, 8), l);
+        /* every dword lane is one block: 4 chains of 4 (hi and lo bytes, low and high nibbles) */
+        const __m512i z = _mm512_setzero_si512();
+        __m512i h0 = z, h1 = z, l0 = z, l1 = z;
+        for (int j = 0; j < 4; j++) {
+            h0 = _mm512_dpbusd_epi32(h0, w->c[j], _mm512_loadu_si512(xh + 64 * j));
+            h1 = _mm512_dpbusd_epi32(h1, w->c[4 + j], _mm512_loadu_si512(xh + 256 + 64 * j));
+            l0 = _mm512_dpbusd_epi32(l0, _mm512_loadu_si512(xl + 64 * j), w->c[j]);
+            l1 = _mm512_dpbusd_epi32(l1, _mm512_loadu_si512(xl + 256 + 64 * j), w->c[4 + j]);
         }
-        /* sum the four 128-bit lanes of each v[u] into 128-bit lane u: block 4u + k at lane 4u + k */
-        __m512i a = _mm512_add_epi32(_mm512_shuffle_i32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_i32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
-        __m512i c = _mm512_add_epi32(_mm512_shuffle_i32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                     _mm512_shuffle_i32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2)));
-        t = _mm512_add_epi32(_mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(2, 0, 2, 0)),
-                             _mm512_shuffle_i32x4(a, c, _MM_SHUFFLE(3, 1, 3, 1)));
+        t = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(h0, h1), 8), _mm512_add_epi32(l0, l1));
     } else {
         const __m512i flip = _mm512_set1_epi8((char)0x80);
         __m512i v[8];
