@@ -1,7 +1,8 @@
 #!/bin/bash
 # Decode side by side on one machine: tessera (AVX-512 FP32 GEMV from the mmap and copied to
 # huge pages, the vdpbf16ps x3 GEMV, the AVX2 variant) and llama.cpp's llama-bench on the same
-# BF16 weights, 2 threads, in rotating order, each run started when the other processes use
+# BF16 weights, 2 threads, both at context 128 (tessera --decode 128, llama-bench -d 128: a
+# decode from an empty cache would be 2-4% faster for llama.cpp), in rotating order, each run started when the other processes use
 # under 20% of the cores (ARMS chooses the arms). Results: one JSON per run in OUT, a log with the load and the steal
 # ticks during each run; tools/sbs_summary.py OUT prints tok/s, GB/s against the read peak and
 # the ratios. Usage: TESSERA=build/tessera LLAMA_BENCH=.../llama-bench ROUNDS=3 \
@@ -30,7 +31,7 @@ run() { # ARM DIR GGUF FILE
     avx2) TESSERA_CPU_VARIANT=avx2+fma "${tb[@]}" >"$f" 2>/dev/null ;;
     auto) "${tb[@]}" >"$f" 2>/dev/null ;;
     copy) "${tb[@]}" --copy-weights >"$f" 2>/dev/null ;;
-    llama) "$LB" -m "$gguf" -t 2 -p 0 -n 32 -r 3 -o json >"$f" 2>/dev/null ;;
+    llama) "$LB" -m "$gguf" -t 2 -p 0 -n 32 -d 128 -r 3 -o json >"$f" 2>/dev/null ;;
     esac
     echo "$(date +%T) done $arm steal $(($(awk 'NR==1{print $9}' /proc/stat) - st0)) ticks" >>"$OUT/log"
 }

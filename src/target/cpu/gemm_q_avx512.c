@@ -58,19 +58,27 @@ void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K) {
  * lane order, so results differ from a per-block vpdpwssd form only in FP32 rounding (rel 1.4e-7
  * measured for Q4_0). A row's bits do not depend on which rows a call computes (column splits
  * stay bit-identical), nor on how many x rows a batched decode runs beside it.
- * x per pair of blocks (b, b + 1) is 64 bytes of hi (and of lo) laid out like the codes: Q4_0
- * [b 0..15, b+1 0..15, b 16..31, b+1 16..31] (one 16-byte nibble load per block: low nibbles,
- * weights 0..15, in the lower 256 bits, high nibbles in the upper), Q8_0 in natural order
- * [b 0..31, b+1 0..31] (two 32-byte code loads). Q8_0 had been one vpdpwssd per block on
- * sign-extended codes plus a scalar scale per block: about twice the instructions per byte. */
+ * Q4_0 (the form since session 22; the pair form before it decoded 21 GB/s from L2 on one Intel
+ * Xeon core, this one 29-30): each dword lane of the 8 code vectors of a group is one block
+ * (vector j, lane i = block i's codes at positions 4j..4j+3: the low nibbles of its code dword j
+ * for j < 4, the high nibbles of dword j - 4 for j >= 4), so the 16 vpdpbusd run as 4 chains
+ * straight into the 16 block sums, no lane reduction. The codes get there by one vpermt2d per
+ * 4 blocks (the 72 bytes read as two overlapping 64-byte loads, at bytes 2 and 8, where every
+ * block's 16 code bytes are dword-aligned) and a 4 x 4 transpose of 128-bit lanes; the scales
+ * by one gather; x is laid out the same way once per call (q4_x_group).
+ * Q8_0: x per pair of blocks (b, b + 1) is 64 bytes of hi (and of lo) in natural order [b 0..31,
+ * b+1 0..31] (two 32-byte code loads), the 16 block sums reduced by an add/unpack tree. Q8_0
+ * had been one vpdpwssd per block on sign-extended codes plus a scalar scale per block: about
+ * twice the instructions per byte. */
 #define QG 16 /* blocks per group */
 typedef struct qgx {
-    const uint8_t *hi, *lo; /* K bytes each, pair layout above, whole groups only */
+    const uint8_t *hi, *lo; /* K bytes each, laid out as above, whole groups only */
     const int32_t *corr;    /* the correction term per block, in the group's lane order */
     const float *d;         /* d_x per block, in the group's lane order */
 } qgx;
 
-/* Lane i of a group's reduced sums holds block 4 * (i % 4) + i / 4 (the unpack tree below). */
+/* Lane i of a group's block sums holds block i (Q4_0), block 4 * (i % 4) + i / 4 (Q8_0, the
+ * unpack tree below). */
 static inline int qg_lane_block(int i) { return 4 * (i % 4) + i / 4; }
 
 /* Q4_0's x of a group, hi (or lo) bytes of its 16 blocks in natural order in nat (32 per
@@ -122,18 +130,19 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
  * k's code dword m. Both loads stay inside the unit. */
 static const int32_t q4_code_idx[16] __attribute__((aligned(64))) = {0, 19, 9, 28, 1, 20, 10, 29,
                                                                     2, 21, 11, 30, 3, 22, 12, 31};
+/* Byte offsets of the 16 Q4_0 blocks of a group (a gather of their scales, in block order). */
 static const int32_t q4_scale_off[16] __attribute__((aligned(64))) = {0,   18,  36,  54,  72,  90,  108, 126,
                                                                      144, 162, 180, 198, 216, 234, 252, 270};
 /* Byte offsets of the 16 Q8_0 blocks of a group in lane order (a gather of their scales). */
 static const int32_t q8_scale_off[16] __attribute__((aligned(64))) = {0,   136, 272, 408, 34,  170, 306, 442,
                                                                      68,  204, 340, 476, 102, 238, 374, 510};
 
-/* A row's dot in two parts: per W group of 16 blocks the codes of its 8 pairs (lanes laid out
- * as x above) and the 16 scales in lane order; per x row the 16 exact block dots (two vpdpbusd
- * per pair, the add/unpack tree), corrected, scaled and accumulated. A batched decode runs the
- * first once per group for all its x rows. */
+/* A row's dot in two parts: per W group of 16 blocks its codes in 8 vectors (laid out as x
+ * above) and the 16 scales in lane order; per x row the 16 exact block dots (16 vpdpbusd; Q8_0
+ * then the add/unpack tree), corrected, scaled and accumulated. A batched decode runs the first
+ * once per group for all its x rows. */
 typedef struct qgw {
-    __m512i c[8]; /* codes of the 8 pairs of blocks (Q4_0 0..15, Q8_0 signed) */
+    __m512i c[8]; /* the group's codes (Q4_0 0..15, Q8_0 signed; Q8_0 one pair of blocks each) */
     __m512 dw;    /* the 16 F16 scales d_w in lane order */
 } qgw;
 
