@@ -24,6 +24,13 @@
  * ahead: 70-71, 6144: 72-73; the same into L1 only (T0) had been slower, NTA halved it), Q8_0
  * (the 16-block kernel below) 44.8-46.4 instead of 42.5-43.4, Llama-3.2-1B Q8_0 22.8-23.3
  * instead of 21.6-22.0 (8192 ahead: no gain). */
+/* Q4_0's lane-per-block kernel (session 22) wants the L1 prefetch much nearer: 768 ahead decoded
+ * Llama-3.2-1B Q4_0 at 43.6-44.3 tok/s where 2048 gave 40.7-41.3 (256-512: 43.0-43.8; Qwen3-0.6B
+ * 79.7-82.4 vs 77.9-78.6; two alternating rounds, 2 threads, Intel Xeon with AMX); Q8_0 was the
+ * same at 512, 768 and 2048 and keeps 2048. */
+#ifndef TS_GEMMQ512_PREFETCH_Q4
+#define TS_GEMMQ512_PREFETCH_Q4 768
+#endif
 #ifndef TS_GEMMQ512_PREFETCH_L2
 #define TS_GEMMQ512_PREFETCH_L2 4096
 #endif
@@ -162,7 +169,7 @@ static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8
         return;
     }
     const __m512i idx = _mm512_load_si512(q4_code_idx), m4 = _mm512_set1_epi8(15);
-    for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
+    for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH_Q4 + 64 * l, _MM_HINT_T0);
     for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH_L2 + 64 * l, _MM_HINT_T1);
     __m512i pu[4];
     for (int u = 0; u < 4; u++)
