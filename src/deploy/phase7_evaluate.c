@@ -57,7 +57,12 @@ static int check_kernels(ts_eval_checks *k, const json_t *man) {
     else if (qk && strcmp(qk, now_qk)) /* TESSERA_Q_PREFILL set differently, or another core */
         ts_eval_note(k, 1, "this process's Q8_0/Q4_0 kernels are %s; the deployment was measured with %s", now_qk, qk);
     else {
-        ts_eval_note(k, 0, "kernels as deployed: %s%s%s", now_var, pk ? ", prefill " : "", pk ? pk : "");
+        /* a deployment whose matrices are Q8_0/Q4_0 runs the quantized kernels on them: name those */
+        const json_t *wp = json_object_get(t, "weights_probe");
+        int quantized = json_integer_value(json_object_get(wp, "quantized_in_place_matrices")) > 0 ||
+                        json_string_value(json_object_get(json_object_get(man, "model"), "quant"));
+        ts_eval_note(k, 0, "kernels as deployed: %s%s%s%s%s", now_var, pk ? ", prefill " : "", pk ? pk : "",
+                     quantized && qk ? "; Q8_0/Q4_0 matrices: " : "", quantized && qk ? qk : "");
         return 1;
     }
     return 0;
