@@ -2,8 +2,8 @@
 # Decode side by side on one machine: tessera (AVX-512 FP32 GEMV from the mmap and copied to
 # huge pages, the vdpbf16ps x3 GEMV, the AVX2 variant) and llama.cpp's llama-bench on the same
 # BF16 weights, 2 threads, both at context 128 (tessera --decode 128, llama-bench -d 128: a
-# decode from an empty cache would be 2-4% faster for llama.cpp), in rotating order, each run started when the other processes use
-# under 20% of the cores (ARMS chooses the arms). Results: one JSON per run in OUT, a log with the load and the steal
+# decode from an empty cache would be 2-4% faster for llama.cpp), in rotating order, each run
+# started when the other processes use under 20% of the cores (ARMS chooses the arms). Results: one JSON per run in OUT, a log with the load and the steal
 # ticks during each run; tools/sbs_summary.py OUT prints tok/s, GB/s against the read peak and
 # the ratios. Usage: TESSERA=build/tessera LLAMA_BENCH=.../llama-bench ROUNDS=3 \
 #   tools/sbs_decode.sh OUT MODEL_DIR:MODEL.gguf [MODEL_DIR:MODEL.gguf ...]
