@@ -82,4 +82,10 @@ rc=$?
 grep -qF "Q8_0/Q4_0 matrices" "$TMP/deploy-q8.log" && grep -qF "read in place by the quantized kernels" "$TMP/deploy-q8.log" \
     && ok || bad "the quantized matrices were not read in place: $(grep placement "$TMP/deploy-q8.log")"
 grep -qE '"decisive_top1_kept": 53' "$DQ/phase3.json" && ok || bad "Q8_0 did not keep all 53 decisive top-1 of stories260K"
+# phase 7 names the kernels a deployment ran: the quantized ones only where its matrices are
+grep -F "kernels as deployed" "$D/evaluation.md" | grep -qvF "Q8_0/Q4_0 matrices" && ok \
+    || bad "the F32 deployment's phase 7 named quantized kernels: $(grep -F 'kernels as deployed' "$D/evaluation.md")"
+"$BIN" eval "$DQ" --threads 1 >"$TMP/eval-q8.log" 2>&1
+grep -F "kernels as deployed" "$TMP/eval-q8.log" | grep -qF "; Q8_0/Q4_0 matrices: " && ok \
+    || bad "phase 7 of the Q8_0 deployment did not name its quantized kernels: $(grep -F 'kernels as' "$TMP/eval-q8.log")"
 finish

@@ -24,10 +24,10 @@
  * ahead: 70-71, 6144: 72-73; the same into L1 only (T0) had been slower, NTA halved it), Q8_0
  * (the 16-block kernel below) 44.8-46.4 instead of 42.5-43.4, Llama-3.2-1B Q8_0 22.8-23.3
  * instead of 21.6-22.0 (8192 ahead: no gain). */
-/* Q4_0's lane-per-block kernel (session 22) wants the L1 prefetch much nearer: 768 ahead decoded
- * Llama-3.2-1B Q4_0 at 43.6-44.3 tok/s where 2048 gave 40.7-41.3 (256-512: 43.0-43.8; Qwen3-0.6B
- * 79.7-82.4 vs 77.9-78.6; two alternating rounds, 2 threads, Intel Xeon with AMX); Q8_0 was the
- * same at 512, 768 and 2048 and keeps 2048. */
+/* Q4_0's lane-per-block kernel (session 22) wants the L1 prefetch much nearer: 512 ahead decoded
+ * Llama-3.2-1B Q4_0 at 43.3-44.1 tok/s where 2048 gave 40.7-41.3 in the same three rounds; 256,
+ * 512 and 768 alike in the next batch (43.0-44.3); Qwen3-0.6B 79.7-82.4 at 768 vs 77.9-78.6 at
+ * 2048 (2 threads, Intel Xeon with AMX); Q8_0 was the same at 512, 768 and 2048 and keeps 2048. */
 #ifndef TS_GEMMQ512_PREFETCH_Q4
 #define TS_GEMMQ512_PREFETCH_Q4 768
 #endif

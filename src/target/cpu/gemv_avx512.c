@@ -18,11 +18,12 @@
 
 #include "target/cpu/gemm.h"
 
-/* Bytes ahead in the W stream, into L1 and into L2: 1024 / 3072 decoded Llama-3.2-1B BF16
- * (copied to huge pages) at 13.7-14.4 tok/s, 0.88-0.90 of the read peak, where 2048 into L1
- * alone gave 13.1 (0.83); 1024 / 4096: 13.8-14.0, 768 / 4096: 13.7-13.9, 512 / 4096: 13.8-13.9,
- * 1024 / 2048: 13.2, 1536 / 3072: 13.6, 2048 / 3072: 13.6, 2048 / 6144: 12.9 (Intel Xeon with AMX,
- * 2 threads, two alternating rounds per batch). */
+/* Bytes ahead in the W stream, into L1 and into L2. Llama-3.2-1B BF16 copied to huge pages,
+ * 2 threads, Intel Xeon with AMX, two alternating rounds per batch: 2048 into L1 alone 13.1 tok/s
+ * (0.83 of the read peak) beside 1024 / 4096 at 13.8-13.9, 2048 / 4096 13.5-13.6 and 2048 / 6144
+ * 12.9; then 1024 / 3072 13.7-14.4 (0.88-0.90) in two later batches beside 1024 / 4096 14.0,
+ * 768 / 4096 13.7-13.9, 512 / 4096 13.8-13.9, 1024 / 2048 13.2, 1536 / 3072 13.6, 2048 / 3072
+ * 13.6. */
 #ifndef TS_GEMV512_PREFETCH
 #define TS_GEMV512_PREFETCH 1024
 #endif
