@@ -79,11 +79,13 @@ ts_status ts_cpu_seq_copy(ts_cpu_seq *dst, const ts_cpu_seq *src, int n, ts_erro
         return TS_OK;
     }
     const ts_config *cf = dst->c->c;
-    size_t KV = (size_t)cf->n_kv_heads * (size_t)cf->head_dim, len = (size_t)n * KV * sizeof(float);
-    for (int l = 0; l < cf->n_layers; l++) { /* per layer: the two caches' layer strides differ */
-        memcpy(dst->k_cache + (size_t)l * dst->cap * KV, src->k_cache + (size_t)l * src->cap * KV, len);
-        memcpy(dst->v_cache + (size_t)l * dst->cap * KV, src->v_cache + (size_t)l * src->cap * KV, len);
-    }
+    size_t len = (size_t)n * (size_t)cf->head_dim * sizeof(float);
+    for (int l = 0; l < cf->n_layers; l++) /* per layer and head: the two caches' capacities differ */
+        for (int g = 0; g < cf->n_kv_heads; g++) {
+            size_t od = ts_cpu_kv_off(cf, dst->cap, l, g, 0), os = ts_cpu_kv_off(cf, src->cap, l, g, 0);
+            memcpy(dst->k_cache + od, src->k_cache + os, len);
+            memcpy(dst->v_cache + od, src->v_cache + os, len);
+        }
     dst->n_past = n;
     return TS_OK;
 }

@@ -534,9 +534,7 @@ ts_status ts_cpu_step(ts_cpu *c, int l, ts_step step, ts_step_state *st, int S, 
     case TS_STEP_ROPE: qkv_io(c, st, S, 1); break;
     case TS_STEP_ATTENTION: {
         qkv_io(c, st, S, 1);
-        size_t off = (size_t)l * (size_t)c->max_seq * (size_t)KV + (size_t)pos0 * KV;
-        memcpy(c->self.k_cache + off, st->k, sizeof(float) * (size_t)S * KV);
-        memcpy(c->self.v_cache + off, st->v, sizeof(float) * (size_t)S * KV);
+        ts_cpu_kv_store(cf, &c->self, l, pos0, S, st->k, KV, st->v, KV);
         break;
     }
     case TS_STEP_O_PROJ:

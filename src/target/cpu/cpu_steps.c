@@ -195,18 +195,27 @@ static void st_rope(ts_cpu *c, int ith, int nth) {
         /* a batched decode row goes into its own sequence's cache at its own position */
         const ts_cpu_seq *kv = c->batch ? c->row_kv[s] : c->kv;
         int pos = c->batch ? c->row_pos[s] : c->pos0 + s;
-        size_t off = ((size_t)c->layer * (size_t)kv->cap + (size_t)pos) * (size_t)KV;
-        memcpy(kv->k_cache + off, k, sizeof(float) * (size_t)KV);
-        memcpy(kv->v_cache + off, v, sizeof(float) * (size_t)KV);
+        ts_cpu_kv_store(cf, kv, c->layer, pos, 1, k, KV, v, KV);
     }
+}
+
+void ts_cpu_kv_store(const ts_config *cf, const ts_cpu_seq *kv, int l, int pos, int S, const float *k, int ldk,
+                     const float *v, int ldv) {
+    size_t hd = (size_t)cf->head_dim;
+    for (int s = 0; s < S; s++)
+        for (int g = 0; g < cf->n_kv_heads; g++) {
+            size_t off = ts_cpu_kv_off(cf, kv->cap, l, g, pos + s);
+            memcpy(kv->k_cache + off, k + (size_t)s * ldk + g * hd, sizeof(float) * hd);
+            memcpy(kv->v_cache + off, v + (size_t)s * ldv + g * hd, sizeof(float) * hd);
+        }
 }
 
 static void st_attention(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     int hd = cf->head_dim, nh = cf->n_heads, Q = nh * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV;
     int group = nh / cf->n_kv_heads, a, b;
-    size_t layer_off = (size_t)c->layer * (size_t)c->kv->cap * (size_t)KV;
-    const float *kc = c->kv->k_cache + layer_off, *vc = c->kv->v_cache + layer_off;
+    /* head g's rows: hd floats apart from (kv)->*_cache + ts_cpu_kv_off(cf, cap, layer, g, 0) */
+    const ts_cpu_seq *kv0 = c->kv;
     float scale = (float)(1.0 / sqrt((double)hd));
     if (c->variant >= TS_CPU_AVX2 && c->S > 1 && !c->batch && !(c->disable & TS_OPT_TILED_ATTN)) {
         /* Prefill: tiles of query rows per head, so each cached row is read once per tile. */
@@ -219,9 +228,10 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
             int tile = it / nh, h = it % nh, s0 = tile * TS_ATTN_TILE, g = h / group;
             int T = c->S - s0 < TS_ATTN_TILE ? c->S - s0 : TS_ATTN_TILE;
             float *o = c->att + (size_t)s0 * Q + (size_t)h * hd;
+            size_t ko = ts_cpu_kv_off(cf, kv0->cap, c->layer, g, 0);
             (wide ? ts_cpu_attn_tile_avx512 : ts_cpu_attn_tile_avx2)(o, Q, c->qkv + (size_t)s0 * NT + (size_t)h * hd, NT,
-                                                                    kc + (size_t)g * hd, vc + (size_t)g * hd,
-                                                                    c->pos0 + s0 + 1, T, KV, hd, scale, sc);
+                                                                    kv0->k_cache + ko, kv0->v_cache + ko,
+                                                                    c->pos0 + s0 + 1, T, hd, hd, scale, sc);
             for (int t = 0; t < T; t++) fault(c, TS_STEP_ATTENTION, o + (size_t)t * Q, s0 + t, h * hd, hd);
         }
         return;
@@ -235,16 +245,13 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
         ts_cpu_split(c->S * nkv, ith, nth, 1, &a, &b);
         for (int it = a; it < b; it++) {
             int s = it / nkv, g = it % nkv, n_ctx = c->pos0 + s + 1;
-            const float *kr = kc, *vr = vc;
-            if (c->batch) {
-                const ts_cpu_seq *kv = c->row_kv[s];
-                size_t off = (size_t)c->layer * (size_t)kv->cap * (size_t)KV;
-                kr = kv->k_cache + off, vr = kv->v_cache + off, n_ctx = c->row_pos[s] + 1;
-            }
+            const ts_cpu_seq *kv = kv0;
+            if (c->batch) kv = c->row_kv[s], n_ctx = c->row_pos[s] + 1;
+            size_t ko = ts_cpu_kv_off(cf, kv->cap, c->layer, g, 0);
             int h0 = g * group;
             float *o = c->att + (size_t)s * Q + (size_t)h0 * hd;
-            ts_cpu_attn_group_avx2(o, c->qkv + (size_t)s * NT + (size_t)h0 * hd, kr + (size_t)g * hd, vr + (size_t)g * hd,
-                                   n_ctx, KV, hd, scale, sc, group);
+            ts_cpu_attn_group_avx2(o, c->qkv + (size_t)s * NT + (size_t)h0 * hd, kv->k_cache + ko, kv->v_cache + ko,
+                                   n_ctx, hd, hd, scale, sc, group);
             for (int h = h0; h < h0 + group; h++) fault(c, TS_STEP_ATTENTION, c->att + (size_t)s * Q + (size_t)h * hd, s, h * hd, hd);
         }
         return;
@@ -253,15 +260,12 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
     ts_cpu_split(c->S * nh, ith, nth, 1, &a, &b);
     for (int it = a; it < b; it++) {
         int s = it / nh, h = it % nh, n_ctx = c->pos0 + s + 1, g = h / group;
-        const float *kr = kc, *vr = vc;
-        if (c->batch) { /* decode row s over its own sequence's cache */
-            const ts_cpu_seq *kv = c->row_kv[s];
-            size_t off = (size_t)c->layer * (size_t)kv->cap * (size_t)KV;
-            kr = kv->k_cache + off, vr = kv->v_cache + off, n_ctx = c->row_pos[s] + 1;
-        }
+        const ts_cpu_seq *kv = kv0;
+        if (c->batch) kv = c->row_kv[s], n_ctx = c->row_pos[s] + 1; /* decode row s over its own sequence's cache */
+        size_t ko = ts_cpu_kv_off(cf, kv->cap, c->layer, g, 0);
         float *o = c->att + (size_t)s * Q + (size_t)h * hd;
-        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, kr + (size_t)g * hd, vr + (size_t)g * hd, n_ctx, KV,
-                    hd, scale, sc);
+        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, kv->k_cache + ko, kv->v_cache + ko, n_ctx, hd, hd,
+                    scale, sc);
         fault(c, TS_STEP_ATTENTION, o, s, h * hd, hd);
     }
 }
