@@ -20,7 +20,8 @@ static float frand(void) {
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2 - 1);
 }
 
-static double g_worst;
+static double g_worst, g_worst512;
+static int g_groups512;
 
 typedef void (*tile_fn)(float *, int, const float *, int, const float *, const float *, int, int, int, int, float,
                         float *);
@@ -97,18 +98,38 @@ static void check_row(const char *name, ts_attn_row_fn row, int hd, int group, i
     CHECK(!memcmp(grp, got, sizeof(float) * (size_t)nh * hd), "%s hd=%d group=%d n_ctx=%d: grouped != row", name, hd,
           group, n_ctx);
     free(grp), free(gsc);
+    if (ts_cpu_variant_supported(TS_CPU_AVX512BF16) && ts_cpu_attn_tile_avx512_ok(hd)) {
+        /* the AVX-512 group kernel: its own arithmetic, judged against the scalar row like the
+         * others; its scores rows are n_ctx rounded up to 16 apart */
+        int ns = (n_ctx + 15) & ~15;
+        float *w = malloc(sizeof(float) * (size_t)nh * hd), *wsc = malloc(sizeof(float) * (size_t)group * ns);
+        for (int g = 0; g < n_kv; g++)
+            ts_cpu_attn_group_avx512(w + (size_t)g * group * hd, q + (size_t)g * group * hd, k + (size_t)g * hd,
+                                     v + (size_t)g * hd, n_ctx, stride, hd, scale, wsc, group);
+        ts_metrics_compute(w, want, nh, hd, &m);
+        if (m.rel_l2 > g_worst512) g_worst512 = m.rel_l2;
+        CHECK(m.rel_l2 <= 2e-6 && m.nonfinite == 0, "avx512 group hd=%d group=%d n_ctx=%d: rel_l2 %.3e nonfinite %lld",
+              hd, group, n_ctx, m.rel_l2, (long long)m.nonfinite);
+        g_groups512++;
+        free(w), free(wsc);
+    }
     free(k), free(v), free(q), free(got), free(want), free(sc);
 }
 
 int main(void) {
     if (ts_cpu_variant_supported(TS_CPU_AVX2)) {
-        static const int rctx[] = {1, 2, 7, 8, 9, 15, 16, 17, 136, 1000, 4096}, rhd[] = {128, 64}, rgroup[] = {2, 4};
+        static const int rctx[] = {1, 2, 7, 8, 9, 15, 16, 17, 136, 1000, 4096}, rhd[] = {128, 64, 32},
+                         rgroup[] = {2, 4, 1, 3, 8, 12};
         int n = 0;
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++)
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 6; b++)
                 for (size_t c = 0; c < sizeof rctx / sizeof rctx[0]; c++, n++)
                     check_row("avx2 row", ts_cpu_attn_row_avx2, rhd[a], rgroup[b], rctx[c]);
         printf("avx2 row: %d shapes checked against the scalar row, worst rel_l2 %.2e\n", n, g_worst);
+        if (g_groups512)
+            printf("avx512 group: %d shapes checked against the scalar row, worst rel_l2 %.2e\n", g_groups512, g_worst512);
+        else
+            th_isa_gap(ts_cpu_variant_name(TS_CPU_AVX512BF16), "avx512 group");
         g_worst = 0;
     } else
         th_isa_gap(ts_cpu_variant_name(TS_CPU_AVX2), "avx2 row");

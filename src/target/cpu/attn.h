@@ -40,4 +40,11 @@ void ts_cpu_attn_tile_avx512(float *out, int out_stride, const float *q, int q_s
                              const float *v, int n_ctx0, int T, int stride, int hd, float scale,
                              float *scores);
 
+/* The decode group (ts_cpu_attn_group_avx2's contract) with AVX-512 for the head dims the tile
+ * accepts: each cached row still read once for the group, 16-wide, the scores of 8 keys reduced
+ * together, the tile's vectorized softmax. scores: G rows of n_ctx rounded up to 16 floats. Its
+ * own arithmetic (not bit-identical to the AVX2 group's), the same for a row alone or in a batch. */
+void ts_cpu_attn_group_avx512(float *out, const float *q, const float *k, const float *v, int n_ctx, int stride,
+                              int hd, float scale, float *scores, int G);
+
 #endif

@@ -131,3 +131,86 @@ void ts_cpu_attn_tile_avx512(float *out, int out_stride, const float *q, int q_s
     default: pv_8(out, out_stride, scores, ns, v, stride, n_all, T); break;
     }
 }
+
+/* ---- Decode: the G q heads of one kv head (a GQA group) against its n cached rows. Each cached
+ * key and value row is read once for the whole group: scores per block of 8 keys, every head
+ * dotting the same 8 rows (16 accumulators for 2 heads, the block re-read from L1 for the next 2),
+ * then reduced 8 at a time by one transpose-add tree; the vectorized softmax above; values by
+ * pv_group with all G heads as its rows, over column slices small enough that G x slice stays in
+ * registers. Measured against the AVX2 group kernel (test_cpu_attn), which reads each row for the
+ * group too but with half-width vectors, a scalar exp and one horizontal sum per key. */
+
+/* lane i = the sum of v[i]'s 16 lanes */
+static inline __m256 hsum8(const __m512 v[8]) {
+    __m512 w[4], x[2];
+    for (int i = 0; i < 4; i++) /* 256-bit halves added: [v2i | v2i+1] as 8-lane partials */
+        w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[2 * i], v[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int j = 0; j < 2; j++) /* 128-bit lane m of x[j]: v[4j + m] as 4-lane partials */
+        x[j] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * j], w[2 * j + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(w[2 * j], w[2 * j + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    __m512 y = _mm512_add_ps(_mm512_unpacklo_ps(x[0], x[1]), _mm512_unpackhi_ps(x[0], x[1]));
+    __m512 z = _mm512_add_ps(y, _mm512_permute_ps(y, _MM_SHUFFLE(1, 0, 3, 2))); /* lane m: v[m], v[m + 4], .. */
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_castps512_ps256(_mm512_permutexvar_ps(idx, z));
+}
+
+/* sc[h * ns + j] = scale * q_h . k_j for the G heads and keys [0, n); NV = hd / 16. Writes whole
+ * blocks of 8 (up to n rounded up to 8, <= ns), reading no key at or past n. */
+static inline __attribute__((always_inline)) void dec_scores(float *sc, int ns, const float *q, int G, const float *k,
+                                                            int stride, int n, int NV, float scale) {
+    const __m512 z = _mm512_setzero_ps();
+    const __m256 s = _mm256_set1_ps(scale);
+    for (int j = 0; j < n; j += 8) {
+        int nk = n - j < 8 ? n - j : 8;
+        for (int h = 0; h < G; h += 2) {
+            const float *q0 = q + (size_t)h * NV * 16, *q1 = h + 1 < G ? q0 + NV * 16 : q0;
+            __m512 a0[8], a1[8];
+#pragma GCC unroll 8
+            for (int t = 0; t < 8; t++) a0[t] = a1[t] = z;
+            for (int c = 0; c < NV; c++) {
+                __m512 x0 = _mm512_loadu_ps(q0 + 16 * c), x1 = _mm512_loadu_ps(q1 + 16 * c);
+#pragma GCC unroll 8
+                for (int t = 0; t < 8; t++) {
+                    __m512 kv = t < nk ? _mm512_loadu_ps(k + (size_t)(j + t) * stride + 16 * c) : z;
+                    a0[t] = _mm512_fmadd_ps(x0, kv, a0[t]);
+                    a1[t] = _mm512_fmadd_ps(x1, kv, a1[t]);
+                }
+            }
+            _mm256_storeu_ps(sc + (size_t)h * ns + j, _mm256_mul_ps(hsum8(a0), s));
+            if (h + 1 < G) _mm256_storeu_ps(sc + (size_t)(h + 1) * ns + j, _mm256_mul_ps(hsum8(a1), s));
+        }
+    }
+}
+
+/* out (G x hd) = p (G rows ns apart) . v over keys [0, n): column slices of S vectors, all G heads
+ * at once, G x S accumulators (at most 16). The shapes of real models (head_dim 64 or 128, groups
+ * up to 8) get pv_group with constant arguments, so the accumulators stay in registers; any other
+ * shape one head and one vector at a time. */
+static void dec_pv(float *out, const float *p, int ns, const float *v, int stride, int n, int NV, int G) {
+    int cap = G <= 2 ? 8 : G <= 4 ? 4 : G <= 8 ? 2 : 1, S = NV < cap ? NV : cap;
+#define PV_CASE(GG, SS)                                                                                  \
+    if (G == GG && S == SS) {                                                                            \
+        for (int c = 0; c < NV; c += SS) pv_group(out + 16 * c, NV * 16, p, ns, v + 16 * c, stride, n, 0, GG, GG, SS); \
+        return;                                                                                          \
+    }
+    PV_CASE(1, 8) PV_CASE(1, 4) PV_CASE(2, 8) PV_CASE(2, 4) PV_CASE(3, 4) PV_CASE(4, 4)
+    PV_CASE(5, 2) PV_CASE(6, 2) PV_CASE(7, 2) PV_CASE(8, 2)
+#undef PV_CASE
+    for (int h = 0; h < G; h++)
+        for (int c = 0; c < NV; c++)
+            pv_group(out + (size_t)h * NV * 16 + 16 * c, NV * 16, p + (size_t)h * ns, ns, v + 16 * c, stride, n, 0, 1, 1, 1);
+}
+
+void ts_cpu_attn_group_avx512(float *out, const float *q, const float *k, const float *v, int n_ctx, int stride,
+                              int hd, float scale, float *scores, int G) {
+    int NV = hd / 16, ns = (n_ctx + 15) & ~15;
+    switch (NV) { /* constant NV for the score loop */
+    case 1: dec_scores(scores, ns, q, G, k, stride, n_ctx, 1, scale); break;
+    case 2: dec_scores(scores, ns, q, G, k, stride, n_ctx, 2, scale); break;
+    case 4: dec_scores(scores, ns, q, G, k, stride, n_ctx, 4, scale); break;
+    default: dec_scores(scores, ns, q, G, k, stride, n_ctx, 8, scale); break;
+    }
+    for (int h = 0; h < G; h++) softmax_row(scores + (size_t)h * ns, n_ctx, ns);
+    dec_pv(out, scores, ns, v, stride, n_ctx, NV, G);
+}

@@ -241,7 +241,7 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
          * each cached row is read once per group; the same call whether a row is alone or in a
          * batch, so a row's result does not depend on the batch. */
         float *sc = c->scores + (size_t)ith * (size_t)TS_ATTN_TILE * (size_t)(c->sc_len + 16);
-        int nkv = cf->n_kv_heads;
+        int nkv = cf->n_kv_heads, wide = c->variant >= TS_CPU_AVX512BF16 && ts_cpu_attn_tile_avx512_ok(hd);
         ts_cpu_split(c->S * nkv, ith, nth, 1, &a, &b);
         for (int it = a; it < b; it++) {
             int s = it / nkv, g = it % nkv, n_ctx = c->pos0 + s + 1;
@@ -250,8 +250,9 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
             size_t ko = ts_cpu_kv_off(cf, kv->cap, c->layer, g, 0);
             int h0 = g * group;
             float *o = c->att + (size_t)s * Q + (size_t)h0 * hd;
-            ts_cpu_attn_group_avx2(o, c->qkv + (size_t)s * NT + (size_t)h0 * hd, kv->k_cache + ko, kv->v_cache + ko,
-                                   n_ctx, hd, hd, scale, sc, group);
+            (wide ? ts_cpu_attn_group_avx512 : ts_cpu_attn_group_avx2)(o, c->qkv + (size_t)s * NT + (size_t)h0 * hd,
+                                                                      kv->k_cache + ko, kv->v_cache + ko, n_ctx, hd, hd,
+                                                                      scale, sc, group);
             for (int h = h0; h < h0 + group; h++) fault(c, TS_STEP_ATTENTION, c->att + (size_t)s * Q + (size_t)h * hd, s, h * hd, hd);
         }
         return;
