@@ -27,12 +27,15 @@ typedef void (*tile_fn)(float *, int, const float *, int, const float *, const f
                         float *);
 
 static void check(const char *name, tile_fn tile, int hd, int n_ctx0, int T) {
-    int n_all = n_ctx0 + T - 1, stride = 2 * hd + 16, q_stride = 3 * hd + 16, out_stride = hd + 32;
-    float *k = malloc(sizeof(float) * (size_t)n_all * stride), *v = malloc(sizeof(float) * (size_t)n_all * stride);
+    /* the cache as the session lays it out (attn.h): blocks of TS_KV_BLOCK rows hd apart, here
+     * with another head's block and a pad between blocks */
+    int n_all = n_ctx0 + T - 1, stride = 2 * TS_KV_BLOCK * hd + 16, q_stride = 3 * hd + 16, out_stride = hd + 32;
+    size_t nkv = (size_t)((n_all + TS_KV_BLOCK - 1) / TS_KV_BLOCK) * stride;
+    float *k = malloc(sizeof(float) * nkv), *v = malloc(sizeof(float) * nkv);
     float *q = malloc(sizeof(float) * (size_t)T * q_stride);
     float *out = malloc(sizeof(float) * (size_t)(T + 1) * out_stride), *want = malloc(sizeof(float) * (size_t)T * hd);
     float *sc = malloc(sizeof(float) * (size_t)TS_ATTN_TILE * (size_t)(n_all + 16)), *row = malloc(sizeof(float) * (size_t)n_all);
-    for (size_t i = 0; i < (size_t)n_all * stride; i++) k[i] = frand(), v[i] = frand();
+    for (size_t i = 0; i < nkv; i++) k[i] = frand(), v[i] = frand();
     for (size_t i = 0; i < (size_t)T * q_stride; i++) q[i] = 3 * frand(); /* peaked softmax rows too */
     for (size_t i = 0; i < (size_t)TS_ATTN_TILE * (size_t)(n_all + 16); i++) sc[i] = NAN;
     for (size_t i = 0; i < (size_t)(T + 1) * out_stride; i++) out[i] = NAN;
@@ -55,7 +58,7 @@ static void check(const char *name, tile_fn tile, int hd, int n_ctx0, int T) {
           name, hd, n_ctx0, T, m.rel_l2, (long long)m.nonfinite, outside);
     /* A NaN in key position p reaches the rows that see it (n_ctx0 + t > p) and only those. */
     int p = n_ctx0 + T / 2 - 1;
-    k[(size_t)p * stride + 1] = NAN;
+    k[(size_t)(p / TS_KV_BLOCK) * stride + (size_t)(p % TS_KV_BLOCK) * hd + 1] = NAN;
     tile(out, out_stride, q, q_stride, k, v, n_ctx0, T, stride, hd, scale, sc);
     int wrong = 0;
     for (int t = 0; t < T; t++) {
@@ -68,22 +71,23 @@ static void check(const char *name, tile_fn tile, int hd, int n_ctx0, int T) {
 }
 
 /* Decode rows (attn_row) at the real shapes: head_dim 128 and 64, n_kv_heads 8 with GQA groups
- * 2 (Qwen3-0.6B's 16/8) and 4 (Llama's 32/8), the cache laid out [pos][n_kv_heads * hd] and q
- * [n_heads * hd]; every head of the row against the scalar row, contexts 1..4096 (whole and
- * partial blocks of 8 keys). */
+ * 2 (Qwen3-0.6B's 16/8) and 4 (Llama's 32/8), the cache laid out as the session does
+ * [block][n_kv_heads][TS_KV_BLOCK][hd] and q [n_heads * hd]; every head of the row against the
+ * scalar row, contexts 1..4096 (whole and partial blocks of 8 keys and of the cache). */
 static void check_row(const char *name, ts_attn_row_fn row, int hd, int group, int n_ctx) {
-    int n_kv = 8, nh = n_kv * group, stride = n_kv * hd;
-    float *k = malloc(sizeof(float) * (size_t)n_ctx * stride), *v = malloc(sizeof(float) * (size_t)n_ctx * stride);
+    int n_kv = 8, nh = n_kv * group, stride = TS_KV_BLOCK * n_kv * hd;
+    size_t nkv = (size_t)((n_ctx + TS_KV_BLOCK - 1) / TS_KV_BLOCK) * stride;
+    float *k = malloc(sizeof(float) * nkv), *v = malloc(sizeof(float) * nkv);
     float *q = malloc(sizeof(float) * (size_t)nh * hd), *got = malloc(sizeof(float) * (size_t)nh * hd);
     float *want = malloc(sizeof(float) * (size_t)nh * hd), *sc = malloc(sizeof(float) * (size_t)n_ctx);
-    for (size_t i = 0; i < (size_t)n_ctx * stride; i++) k[i] = frand(), v[i] = frand();
+    for (size_t i = 0; i < nkv; i++) k[i] = frand(), v[i] = frand();
     for (int i = 0; i < nh * hd; i++) q[i] = 3 * frand();
     float scale = 1.0f / sqrtf((float)hd);
     for (int h = 0; h < nh; h++) {
         int g = h / group;
-        ts_cpu_attn_row_scalar(want + (size_t)h * hd, q + (size_t)h * hd, k + (size_t)g * hd, v + (size_t)g * hd, n_ctx,
+        ts_cpu_attn_row_scalar(want + (size_t)h * hd, q + (size_t)h * hd, k + (size_t)g * TS_KV_BLOCK * hd, v + (size_t)g * TS_KV_BLOCK * hd, n_ctx,
                                stride, hd, scale, sc);
-        row(got + (size_t)h * hd, q + (size_t)h * hd, k + (size_t)g * hd, v + (size_t)g * hd, n_ctx, stride, hd, scale, sc);
+        row(got + (size_t)h * hd, q + (size_t)h * hd, k + (size_t)g * TS_KV_BLOCK * hd, v + (size_t)g * TS_KV_BLOCK * hd, n_ctx, stride, hd, scale, sc);
     }
     ts_metrics m;
     ts_metrics_compute(got, want, nh, hd, &m);
@@ -93,8 +97,8 @@ static void check_row(const char *name, ts_attn_row_fn row, int hd, int group, i
     /* The grouped call (all q heads of a kv head at once) gives each head exactly the row's result. */
     float *grp = malloc(sizeof(float) * (size_t)nh * hd), *gsc = malloc(sizeof(float) * (size_t)group * n_ctx);
     for (int g = 0; g < n_kv; g++)
-        ts_cpu_attn_group_avx2(grp + (size_t)g * group * hd, q + (size_t)g * group * hd, k + (size_t)g * hd,
-                               v + (size_t)g * hd, n_ctx, stride, hd, scale, gsc, group);
+        ts_cpu_attn_group_avx2(grp + (size_t)g * group * hd, q + (size_t)g * group * hd, k + (size_t)g * TS_KV_BLOCK * hd,
+                               v + (size_t)g * TS_KV_BLOCK * hd, n_ctx, stride, hd, scale, gsc, group);
     CHECK(!memcmp(grp, got, sizeof(float) * (size_t)nh * hd), "%s hd=%d group=%d n_ctx=%d: grouped != row", name, hd,
           group, n_ctx);
     free(grp), free(gsc);
@@ -104,8 +108,8 @@ static void check_row(const char *name, ts_attn_row_fn row, int hd, int group, i
         int ns = (n_ctx + 15) & ~15;
         float *w = malloc(sizeof(float) * (size_t)nh * hd), *wsc = malloc(sizeof(float) * (size_t)group * ns);
         for (int g = 0; g < n_kv; g++)
-            ts_cpu_attn_group_avx512(w + (size_t)g * group * hd, q + (size_t)g * group * hd, k + (size_t)g * hd,
-                                     v + (size_t)g * hd, n_ctx, stride, hd, scale, wsc, group);
+            ts_cpu_attn_group_avx512(w + (size_t)g * group * hd, q + (size_t)g * group * hd, k + (size_t)g * TS_KV_BLOCK * hd,
+                                     v + (size_t)g * TS_KV_BLOCK * hd, n_ctx, stride, hd, scale, wsc, group);
         ts_metrics_compute(w, want, nh, hd, &m);
         if (m.rel_l2 > g_worst512) g_worst512 = m.rel_l2;
         CHECK(m.rel_l2 <= 2e-6 && m.nonfinite == 0, "avx512 group hd=%d group=%d n_ctx=%d: rel_l2 %.3e nonfinite %lld",
@@ -133,7 +137,7 @@ int main(void) {
         g_worst = 0;
     } else
         th_isa_gap(ts_cpu_variant_name(TS_CPU_AVX2), "avx2 row");
-    static const int hds[] = {16, 32, 64, 128}, ctxs[] = {1, 17, 300}, ts[] = {TS_ATTN_TILE, 5, 1};
+    static const int hds[] = {16, 32, 64, 128}, ctxs[] = {1, 17, 300, 600}, ts[] = {TS_ATTN_TILE, 5, 1};
     struct {
         const char *name;
         tile_fn fn;
@@ -146,7 +150,7 @@ int main(void) {
         }
         int n = 0;
         for (int a = 0; a < 4; a++)
-            for (int b = 0; b < 3; b++)
+            for (int b = 0; b < 4; b++)
                 for (int c = 0; c < 3; c++, n++) check(tiles[f].name, tiles[f].fn, hds[a], ctxs[b], ts[c]);
         printf("%s: %d shapes checked against the scalar row, worst rel_l2 %.2e\n", tiles[f].name, n, g_worst);
         g_worst = 0;

@@ -7,9 +7,11 @@
  * one token runs the decode path (GEMV, one-row attention), whose arithmetic differs: the
  * cache never leaves a single token to prefill (docs/serve.md), and this test measures that
  * difference rather than asserting it away. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "deploy/gates.h"
 #include "model/model.h"
 #include "model/quantize.h"
 #include "target/cpu/cpu_internal.h"
@@ -122,6 +124,56 @@ done:
     free(ref), free(got);
 }
 
+/* A context past one KV block (TS_KV_BLOCK positions, cpu_internal.h): the prefill and a few
+ * decode steps across the block boundary against the oracle (the phase-2 cosine: a row read
+ * from the wrong place is far off), and a prefix copied through a cache of another block size
+ * (one smaller than a block is one run per head) and continued, bit-identical to the cold one. */
+static void check_long(const char *name, const ts_model *m, ts_cpu_variant v) {
+    const ts_config *cf = ts_model_config(m);
+    enum { P = TS_KV_BLOCK + 88, D = 4, SMALL = 300 };
+    int V = cf->n_vocab;
+    ts_error err;
+    ts_ref *r = NULL;
+    ts_cpu *c = NULL;
+    ts_cpu_seq *a = NULL, *b = NULL, *d = NULL;
+    ts_cpu_opts o = {.n_threads = 2, .force_variant = (int)v};
+    float *lr = malloc(sizeof(float) * (size_t)V), *lc = malloc(sizeof(float) * (size_t)V);
+    float *la = malloc(sizeof(float) * (size_t)V);
+    int32_t *toks = malloc(sizeof(int32_t) * (P + D));
+    for (int i = 0; i < P + D; i++) toks[i] = tok_at(i, V);
+    if (ts_ref_new(m, P + D, &r, &err) || ts_cpu_new(m, P + D, &o, &c, &err) || ts_cpu_seq_new(c, P + 40, &a, &err) ||
+        ts_cpu_seq_new(c, SMALL, &b, &err) || ts_cpu_seq_new(c, P + 40, &d, &err)) {
+        CHECK(0, "%s long: %s", name, err.msg);
+        goto done;
+    }
+    const ts_threshold *tcos = ts_threshold_find("phase2", "cosine");
+    double worst = 1;
+    for (int i = 0; i <= D; i++) { /* i = 0: the prefill, then each decode step */
+        int at = i ? P + i - 1 : 0, n = i ? 1 : P;
+        if (ts_ref_forward(r, toks + at, n, lr, 0, NULL, &err) || ts_cpu_forward(c, toks + at, n, lc, 0, NULL, &err)) {
+            CHECK(0, "%s long: %s", name, err.msg);
+            goto done;
+        }
+        ts_metrics mt;
+        ts_metrics_compute(lc, lr, 1, V, &mt);
+        worst = fmin(worst, mt.cosine);
+    }
+    CHECK(ts_threshold_pass(tcos, worst), "%s [%s] long context: logits cosine %.6f against the oracle (>= %g)", name,
+          ts_cpu_variant_name(v), worst, tcos->value);
+    int ok = !ts_cpu_forward_seq(c, a, toks, P, la, 0, &err) && !ts_cpu_seq_copy(b, a, SMALL, &err) &&
+             !ts_cpu_seq_copy(d, b, SMALL, &err) && !ts_cpu_forward_seq(c, d, toks + SMALL, P - SMALL, lc, 0, &err);
+    CHECK(ok && kv_diff(a, d, cf, P) < 0 && !memcmp(la, lc, sizeof(float) * (size_t)V),
+          "%s [%s] long context: a prefix copied through a %d-position cache and continued differs (%s)", name,
+          ts_cpu_variant_name(v), SMALL, ok ? "KV or logits" : err.msg);
+    printf("  %-26s %-10s context %d: cosine %.7f against the oracle; prefix copy across block sizes bit-identical\n",
+           name, ts_cpu_variant_name(v), P + D, worst);
+done:
+    ts_cpu_seq_free(a), ts_cpu_seq_free(b), ts_cpu_seq_free(d);
+    ts_cpu_free(c);
+    ts_ref_free(r);
+    free(lr), free(lc), free(la), free(toks);
+}
+
 int main(void) {
     static const struct {
         const char *preset;
@@ -163,6 +215,7 @@ int main(void) {
                 if (models[mi].layers && (v == TS_CPU_SCALAR || q == 1)) continue;
                 if (mi == 0 && q) continue; /* the second tiny model: BF16 (its K are not whole Q blocks) */
                 check_split(name, m, (ts_cpu_variant)v, 24, models[mi].layers != 0);
+                if (mi && !q) check_long(name, m, (ts_cpu_variant)v); /* 2 and 8 kv heads */
             }
             ts_model_close(m);
         }

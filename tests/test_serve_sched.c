@@ -20,11 +20,13 @@
 #define CAP 140
 
 static int same_kv(const ts_cpu_seq *a, const ts_cpu_seq *b, const ts_config *cf, int n) {
+    size_t len = (size_t)cf->head_dim * sizeof(float);
     for (int l = 0; l < cf->n_layers; l++)
-        for (int g = 0; g < cf->n_kv_heads; g++) {
-            size_t o = ts_cpu_kv_off(cf, CAP, l, g, 0), len = (size_t)n * (size_t)cf->head_dim * sizeof(float);
-            if (memcmp(a->k_cache + o, b->k_cache + o, len) || memcmp(a->v_cache + o, b->v_cache + o, len)) return 0;
-        }
+        for (int r = 0; r < n; r++)
+            for (int g = 0; g < cf->n_kv_heads; g++) {
+                size_t o = ts_cpu_kv_off(cf, CAP, l, g, r);
+                if (memcmp(a->k_cache + o, b->k_cache + o, len) || memcmp(a->v_cache + o, b->v_cache + o, len)) return 0;
+            }
     return 1;
 }
 

@@ -1,15 +1,15 @@
 #!/bin/bash
 # Decode side by side on one machine: tessera (AVX-512 FP32 GEMV from the mmap and copied to
 # huge pages, the vdpbf16ps x3 GEMV, the AVX2 variant) and llama.cpp's llama-bench on the same
-# BF16 weights, 2 threads, both at context 128 (tessera --decode 128, llama-bench -d 128: a
-# decode from an empty cache would be 2-4% faster for llama.cpp), in rotating order, each run
+# BF16 weights, 2 threads, both at context DEPTH (default 128; tessera --decode DEPTH, llama-bench
+# -d DEPTH: a decode from an empty cache would be 2-4% faster for llama.cpp), in rotating order, each run
 # started when the other processes use under 20% of the cores (ARMS chooses the arms). Results: one JSON per run in OUT, a log with the load and the steal
 # ticks during each run; tools/sbs_summary.py OUT prints tok/s, GB/s against the read peak and
 # the ratios. Usage: TESSERA=build/tessera LLAMA_BENCH=.../llama-bench ROUNDS=3 \
 #   tools/sbs_decode.sh OUT MODEL_DIR:MODEL.gguf [MODEL_DIR:MODEL.gguf ...]
 set -u
 OUT=$1; shift
-T=${TESSERA:-build/tessera}; LB=${LLAMA_BENCH:-llama-bench}; ROUNDS=${ROUNDS:-3}
+T=${TESSERA:-build/tessera}; LB=${LLAMA_BENCH:-llama-bench}; ROUNDS=${ROUNDS:-3}; DEPTH=${DEPTH:-128}
 mkdir -p "$OUT"
 busy() { # busy share of all cores over one second, percent
     local a b
@@ -23,7 +23,7 @@ run() { # ARM DIR GGUF FILE
     quiet
     st0=$(awk 'NR==1{print $9}' /proc/stat)
     echo "$(date +%T) load $(cut -d' ' -f1 /proc/loadavg) others-busy ${BUSY}% $arm $dir" >>"$OUT/log"
-    local tb=("$T" bench "$dir" --prefill 16 --decode 128 --gen 16 --trials 3 --threads 2 --json)
+    local tb=("$T" bench "$dir" --prefill 16 --decode "$DEPTH" --gen 16 --trials 3 --threads 2 --json)
     case $arm in
     f32) TESSERA_AVX512_DECODE=f32 "${tb[@]}" >"$f" 2>/dev/null ;;
     f32copy) TESSERA_AVX512_DECODE=f32 "${tb[@]}" --copy-weights >"$f" 2>/dev/null ;;
@@ -31,7 +31,7 @@ run() { # ARM DIR GGUF FILE
     avx2) TESSERA_CPU_VARIANT=avx2+fma "${tb[@]}" >"$f" 2>/dev/null ;;
     auto) "${tb[@]}" >"$f" 2>/dev/null ;;
     copy) "${tb[@]}" --copy-weights >"$f" 2>/dev/null ;;
-    llama) "$LB" -m "$gguf" -t 2 -p 0 -n 32 -d 128 -r 3 -o json >"$f" 2>/dev/null ;;
+    llama) "$LB" -m "$gguf" -t 2 -p 0 -n 32 -d "$DEPTH" -r 3 -o json >"$f" 2>/dev/null ;;
     esac
     echo "$(date +%T) done $arm steal $(($(awk 'NR==1{print $9}' /proc/stat) - st0)) ticks" >>"$OUT/log"
 }

@@ -29,11 +29,11 @@ static float dot_scalar(const float *a, const float *b, int n) {
 
 void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const float *v, int n_ctx,
                             int stride, int hd, float scale, float *scores) {
-    for (int j = 0; j < n_ctx; j++) scores[j] = dot_scalar(q, k + (size_t)j * stride, hd) * scale;
+    for (int j = 0; j < n_ctx; j++) scores[j] = dot_scalar(q, ts_kv_row(k, j, stride, hd), hd) * scale;
     ts_cpu_softmax(scores, n_ctx);
     for (int i = 0; i < hd; i++) out[i] = 0;
     for (int j = 0; j < n_ctx; j++) {
-        const float *vj = v + (size_t)j * stride;
+        const float *vj = ts_kv_row(v, j, stride, hd);
         for (int i = 0; i < hd; i++) out[i] += scores[j] * vj[i];
     }
 }

@@ -1,11 +1,22 @@
 /* Row kernels used by the cpu target's attention dispatch, per variant. */
 #ifndef TS_TARGET_CPU_ATTN_H
 #define TS_TARGET_CPU_ATTN_H
+#include <stddef.h>
+
 #include "target/cpu/cpu_features.h"
 
+/* A head's cached rows come in blocks of TS_KV_BLOCK positions, `stride` floats between blocks,
+ * hd floats between the rows of a block (the cpu target's KV layout, cpu_internal.h; contiguous
+ * rows are the case stride == TS_KV_BLOCK * hd). Every kernel below reads row j there. */
+#ifndef TS_KV_BLOCK
+#define TS_KV_BLOCK 512
+#endif
+static inline const float *ts_kv_row(const float *base, int j, int stride, int hd) {
+    return base + (size_t)(j / TS_KV_BLOCK) * (size_t)stride + (size_t)(j % TS_KV_BLOCK) * (size_t)hd;
+}
+
 /* One query row of one head over n_ctx cached positions: out (hd) = softmax(q.k_j * scale) v_j.
- * k, v point at the head's slice of position 0; rows are `stride` floats apart; scores is
- * scratch of n_ctx floats. */
+ * k, v point at the head's row 0, `stride` as above; scores is scratch of n_ctx floats. */
 typedef void (*ts_attn_row_fn)(float *out, const float *q, const float *k, const float *v, int n_ctx,
                                int stride, int hd, float scale, float *scores);
 

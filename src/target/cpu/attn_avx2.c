@@ -33,10 +33,11 @@ static inline void axpy(float *y, float a, const float *x, int n) {
 }
 
 /* s0 + s1 of dot()'s two accumulators for 4 keys at once (q loaded once per block for the 4
- * of them), before the horizontal sum. hd % 8 == 0. */
-static inline void dot4_acc(const float *q, const float *k, int stride, int n, __m256 r[4]) {
+ * of them), before the horizontal sum: rows k, k + n, k + 2n, k + 3n (4 rows of one block of
+ * the cache). hd % 8 == 0. */
+static inline void dot4_acc(const float *q, const float *k, int n, __m256 r[4]) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
-    const float *k0 = k, *k1 = k + stride, *k2 = k + 2 * (size_t)stride, *k3 = k + 3 * (size_t)stride;
+    const float *k0 = k, *k1 = k + n, *k2 = k + 2 * (size_t)n, *k3 = k + 3 * (size_t)n;
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256 x = _mm256_loadu_ps(q + i), y = _mm256_loadu_ps(q + i + 8);
@@ -77,16 +78,17 @@ static void scores_row(float *sc, const float *q, const float *k, int j0, int j1
         const __m256 vs = _mm256_set1_ps(scale);
         for (; j + 8 <= j1; j += 8) {
             __m256 r[4];
-            dot4_acc(q, k + (size_t)j * stride, stride, hd, r);
+            /* j % 8 == 0 (blocks of GROUP_KEYS from 0): the 8 rows lie in one cache block */
+            dot4_acc(q, ts_kv_row(k, j, stride, hd), hd, r);
             __m256 z0 = tree4(r);
-            dot4_acc(q, k + (size_t)(j + 4) * stride, stride, hd, r);
+            dot4_acc(q, ts_kv_row(k, j + 4, stride, hd), hd, r);
             __m256 z1 = tree4(r);
             /* hadd: per lane [key0 key2 key4 key6 | key1 key3 key5 key7] */
             __m256 d = _mm256_permutevar8x32_ps(_mm256_hadd_ps(z0, z1), perm);
             _mm256_storeu_ps(sc + j, _mm256_mul_ps(d, vs));
         }
     }
-    for (; j < j1; j++) sc[j] = dot(q, k + (size_t)j * stride, hd) * scale;
+    for (; j < j1; j++) sc[j] = dot(q, ts_kv_row(k, j, stride, hd), hd) * scale;
 }
 
 /* out[0, hd) (+)= sum over keys [j0, j1) of p_j v_j, in key order with one fma per element and
@@ -96,8 +98,8 @@ static void pv_row(float *out, const float *p, const float *v, int j0, int j1, i
     for (; i + 64 <= hd; i += 64) {
         __m256 o[8];
         for (int u = 0; u < 8; u++) o[u] = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + i + 8 * u);
-        const float *vj = v + (size_t)j0 * stride + i;
-        for (int t = j0; t < j1; t++, vj += stride) {
+        for (int t = j0; t < j1; t++) {
+            const float *vj = ts_kv_row(v, t, stride, hd) + i;
             __m256 pt = _mm256_broadcast_ss(p + t);
 #pragma GCC unroll 8
             for (int u = 0; u < 8; u++) o[u] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(vj + 8 * u), o[u]);
@@ -106,12 +108,12 @@ static void pv_row(float *out, const float *p, const float *v, int j0, int j1, i
     }
     for (; i + 8 <= hd; i += 8) {
         __m256 o = first ? _mm256_setzero_ps() : _mm256_loadu_ps(out + i);
-        for (int t = j0; t < j1; t++) o = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(v + (size_t)t * stride + i), o);
+        for (int t = j0; t < j1; t++) o = _mm256_fmadd_ps(_mm256_broadcast_ss(p + t), _mm256_loadu_ps(ts_kv_row(v, t, stride, hd) + i), o);
         _mm256_storeu_ps(out + i, o);
     }
     for (; i < hd; i++) {
         float o = first ? 0.0f : out[i];
-        for (int t = j0; t < j1; t++) o += p[t] * v[(size_t)t * stride + i];
+        for (int t = j0; t < j1; t++) o += p[t] * ts_kv_row(v, t, stride, hd)[i];
         out[i] = o;
     }
 }
@@ -171,7 +173,7 @@ void ts_cpu_attn_tile_avx2(float *out, int out_stride, const float *q, int q_str
                            float *scores) {
     int n_all = n_ctx0 + T - 1; /* keys the last row sees */
     for (int j = 0; j < n_all; j++) {
-        const float *kj = k + (size_t)j * stride;
+        const float *kj = ts_kv_row(k, j, stride, hd);
         int t0 = j - n_ctx0 + 1 > 0 ? j - n_ctx0 + 1 : 0; /* first row that may see key j */
         int t = t0;
         if (hd % 8 == 0)
@@ -193,7 +195,7 @@ void ts_cpu_attn_tile_avx2(float *out, int out_stride, const float *q, int q_str
         for (int i = 0; i < hd; i++) o[i] = 0;
     }
     for (int j = 0; j < n_all; j++) {
-        const float *vj = v + (size_t)j * stride;
+        const float *vj = ts_kv_row(v, j, stride, hd);
         int t0 = j - n_ctx0 + 1 > 0 ? j - n_ctx0 + 1 : 0;
         for (int t = t0; t < T; t++) axpy(out + (size_t)t * out_stride, scores[(size_t)t * n_all + j], vj, hd);
     }

@@ -59,7 +59,7 @@ static void score_block(float *sc, int ns, const float *q, int q_stride, int T, 
     for (int i0 = 0; i0 < hd; i0 += 16) {
         __m512i r[16];
         for (int t = 0; t < 16; t++)
-            r[t] = j0 + t < n_all ? _mm512_loadu_si512(k + (size_t)(j0 + t) * stride + i0) : _mm512_setzero_si512();
+            r[t] = j0 + t < n_all ? _mm512_loadu_si512(ts_kv_row(k, j0 + t, stride, hd) + i0) : _mm512_setzero_si512();
         ts_transpose16_epi32(r);
         for (int c = 0; c < 16; c++) kt[i0 + c] = _mm512_castsi512_ps(r[c]);
     }
@@ -80,8 +80,8 @@ static void score_block(float *sc, int ns, const float *q, int q_stride, int T, 
 /* out rows [t0, t0 + R) (rows >= T not stored) = sum over keys j < n_all of p[t][j] v[j], with
  * NV = hd / 16 vectors per row; R * NV <= 24 accumulators. */
 static inline __attribute__((always_inline)) void pv_group(float *out, int out_stride, const float *p, int ns,
-                                                           const float *v, int stride, int n_all, int t0, int T,
-                                                           int R, int NV) {
+                                                           const float *v, int stride, int hd, int n_all, int t0,
+                                                           int T, int R, int NV) {
     __m512 acc[16][8];
     const float *pr[16];
 #pragma GCC unroll 16
@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) void pv_group(float *out, int out_s
         for (int c = 0; c < NV; c++) acc[r][c] = _mm512_setzero_ps();
     }
     for (int j = 0; j < n_all; j++) {
-        const float *vj = v + (size_t)j * stride;
+        const float *vj = ts_kv_row(v, j, stride, hd);
         __m512 vv[8];
 #pragma GCC unroll 8
         for (int c = 0; c < NV; c++) vv[c] = _mm512_loadu_ps(vj + 16 * c);
@@ -109,7 +109,7 @@ static inline __attribute__((always_inline)) void pv_group(float *out, int out_s
 #define PV_FN(NV, R)                                                                               \
     static void pv_##NV(float *out, int out_stride, const float *p, int ns, const float *v, int stride, \
                         int n_all, int T) {                                                        \
-        for (int t0 = 0; t0 < T; t0 += R) pv_group(out, out_stride, p, ns, v, stride, n_all, t0, T, R, NV); \
+        for (int t0 = 0; t0 < T; t0 += R) pv_group(out, out_stride, p, ns, v, stride, 16 * NV, n_all, t0, T, R, NV); \
     }
 PV_FN(1, 16)
 PV_FN(2, 12)
@@ -172,7 +172,7 @@ static inline __attribute__((always_inline)) void dec_scores(float *sc, int ns, 
                 __m512 x0 = _mm512_loadu_ps(q0 + 16 * c), x1 = _mm512_loadu_ps(q1 + 16 * c);
 #pragma GCC unroll 8
                 for (int t = 0; t < 8; t++) {
-                    __m512 kv = t < nk ? _mm512_loadu_ps(k + (size_t)(j + t) * stride + 16 * c) : z;
+                    __m512 kv = t < nk ? _mm512_loadu_ps(ts_kv_row(k, j + t, stride, NV * 16) + 16 * c) : z;
                     a0[t] = _mm512_fmadd_ps(x0, kv, a0[t]);
                     a1[t] = _mm512_fmadd_ps(x1, kv, a1[t]);
                 }
@@ -191,7 +191,7 @@ static void dec_pv(float *out, const float *p, int ns, const float *v, int strid
     int cap = G <= 2 ? 8 : G <= 4 ? 4 : G <= 8 ? 2 : 1, S = NV < cap ? NV : cap;
 #define PV_CASE(GG, SS)                                                                                  \
     if (G == GG && S == SS) {                                                                            \
-        for (int c = 0; c < NV; c += SS) pv_group(out + 16 * c, NV * 16, p, ns, v + 16 * c, stride, n, 0, GG, GG, SS); \
+        for (int c = 0; c < NV; c += SS) pv_group(out + 16 * c, NV * 16, p, ns, v + 16 * c, stride, NV * 16, n, 0, GG, GG, SS); \
         return;                                                                                          \
     }
     PV_CASE(1, 8) PV_CASE(1, 4) PV_CASE(2, 8) PV_CASE(2, 4) PV_CASE(3, 4) PV_CASE(4, 4)
@@ -199,7 +199,7 @@ static void dec_pv(float *out, const float *p, int ns, const float *v, int strid
 #undef PV_CASE
     for (int h = 0; h < G; h++)
         for (int c = 0; c < NV; c++)
-            pv_group(out + (size_t)h * NV * 16 + 16 * c, NV * 16, p + (size_t)h * ns, ns, v + 16 * c, stride, n, 0, 1, 1, 1);
+            pv_group(out + (size_t)h * NV * 16 + 16 * c, NV * 16, p + (size_t)h * ns, ns, v + 16 * c, stride, NV * 16, n, 0, 1, 1, 1);
 }
 
 void ts_cpu_attn_group_avx512(float *out, const float *q, const float *k, const float *v, int n_ctx, int stride,

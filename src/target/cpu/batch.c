@@ -37,9 +37,9 @@ ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err
         return ts_fail(err, TS_ERR_ARG, "cpu sequence: capacity %d outside [1, 2^24]", max_seq);
     ts_status st = ts_model_check_context(c->m, max_seq, "cpu sequence: capacity", err);
     if (st) return st;
-    size_t kv = (size_t)cf->n_layers * (size_t)max_seq * (size_t)cf->n_kv_heads * (size_t)cf->head_dim;
+    size_t kv = (size_t)cf->n_layers * ts_cpu_kv_cap(max_seq) * (size_t)cf->n_kv_heads * (size_t)cf->head_dim;
     ts_cpu_seq *s = calloc(1, sizeof *s);
-    if (s) *s = (ts_cpu_seq){c, malloc(kv * sizeof(float)), malloc(kv * sizeof(float)), max_seq, 0};
+    if (s) *s = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv * sizeof(float)), ts_cpu_kv_alloc(kv * sizeof(float)), max_seq, 0};
     if (!s || !s->k_cache || !s->v_cache) {
         ts_cpu_seq_free(s);
         return ts_fail(err, TS_ERR_NOMEM, "cpu sequence: cannot allocate %zu MiB of KV cache (%d positions)",
@@ -79,13 +79,19 @@ ts_status ts_cpu_seq_copy(ts_cpu_seq *dst, const ts_cpu_seq *src, int n, ts_erro
         return TS_OK;
     }
     const ts_config *cf = dst->c->c;
-    size_t len = (size_t)n * (size_t)cf->head_dim * sizeof(float);
-    for (int l = 0; l < cf->n_layers; l++) /* per layer and head: the two caches' capacities differ */
-        for (int g = 0; g < cf->n_kv_heads; g++) {
-            size_t od = ts_cpu_kv_off(cf, dst->cap, l, g, 0), os = ts_cpu_kv_off(cf, src->cap, l, g, 0);
-            memcpy(dst->k_cache + od, src->k_cache + os, len);
-            memcpy(dst->v_cache + od, src->v_cache + os, len);
-        }
+    /* per layer and head, in runs of positions contiguous in both caches: two capacities mean two
+     * layer strides and maybe two block sizes (cpu_internal.h) */
+    size_t rs = ts_cpu_kv_rows(src->cap), rd = ts_cpu_kv_rows(dst->cap);
+    for (int l = 0; l < cf->n_layers; l++)
+        for (int g = 0; g < cf->n_kv_heads; g++)
+            for (int p = 0, r; p < n; p += r) {
+                size_t a = rs - (size_t)p % rs, b = rd - (size_t)p % rd, m = a < b ? a : b;
+                r = (size_t)(n - p) < m ? n - p : (int)m;
+                size_t od = ts_cpu_kv_off(cf, dst->cap, l, g, p), os = ts_cpu_kv_off(cf, src->cap, l, g, p);
+                size_t len = (size_t)r * (size_t)cf->head_dim * sizeof(float);
+                memcpy(dst->k_cache + od, src->k_cache + os, len);
+                memcpy(dst->v_cache + od, src->v_cache + os, len);
+            }
     dst->n_past = n;
     return TS_OK;
 }

@@ -214,8 +214,9 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     int hd = cf->head_dim, nh = cf->n_heads, Q = nh * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV;
     int group = nh / cf->n_kv_heads, a, b;
-    /* head g's rows: hd floats apart from (kv)->*_cache + ts_cpu_kv_off(cf, cap, layer, g, 0) */
+    /* head g's rows from (kv)->*_cache + ts_cpu_kv_off(cf, cap, layer, g, 0), kvb floats between blocks */
     const ts_cpu_seq *kv0 = c->kv;
+    int kvb = ts_cpu_kv_block(cf);
     float scale = (float)(1.0 / sqrt((double)hd));
     if (c->variant >= TS_CPU_AVX2 && c->S > 1 && !c->batch && !(c->disable & TS_OPT_TILED_ATTN)) {
         /* Prefill: tiles of query rows per head, so each cached row is read once per tile. */
@@ -231,7 +232,7 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
             size_t ko = ts_cpu_kv_off(cf, kv0->cap, c->layer, g, 0);
             (wide ? ts_cpu_attn_tile_avx512 : ts_cpu_attn_tile_avx2)(o, Q, c->qkv + (size_t)s0 * NT + (size_t)h * hd, NT,
                                                                     kv0->k_cache + ko, kv0->v_cache + ko,
-                                                                    c->pos0 + s0 + 1, T, hd, hd, scale, sc);
+                                                                    c->pos0 + s0 + 1, T, kvb, hd, scale, sc);
             for (int t = 0; t < T; t++) fault(c, TS_STEP_ATTENTION, o + (size_t)t * Q, s0 + t, h * hd, hd);
         }
         return;
@@ -251,7 +252,7 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
             int h0 = g * group;
             float *o = c->att + (size_t)s * Q + (size_t)h0 * hd;
             (wide ? ts_cpu_attn_group_avx512 : ts_cpu_attn_group_avx2)(o, c->qkv + (size_t)s * NT + (size_t)h0 * hd,
-                                                                      kv->k_cache + ko, kv->v_cache + ko, n_ctx, hd, hd,
+                                                                      kv->k_cache + ko, kv->v_cache + ko, n_ctx, kvb, hd,
                                                                       scale, sc, group);
             for (int h = h0; h < h0 + group; h++) fault(c, TS_STEP_ATTENTION, c->att + (size_t)s * Q + (size_t)h * hd, s, h * hd, hd);
         }
@@ -265,7 +266,7 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
         if (c->batch) kv = c->row_kv[s], n_ctx = c->row_pos[s] + 1; /* decode row s over its own sequence's cache */
         size_t ko = ts_cpu_kv_off(cf, kv->cap, c->layer, g, 0);
         float *o = c->att + (size_t)s * Q + (size_t)h * hd;
-        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, kv->k_cache + ko, kv->v_cache + ko, n_ctx, hd, hd,
+        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, kv->k_cache + ko, kv->v_cache + ko, n_ctx, kvb, hd,
                     scale, sc);
         fault(c, TS_STEP_ATTENTION, o, s, h * hd, hd);
     }
