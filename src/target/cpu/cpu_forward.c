@@ -52,7 +52,7 @@ static void *own(ts_cpu *c, size_t bytes) {
  * (cpu_internal.h), so what is resident grows in 2 MiB steps per layer's K and V (Qwen3-0.6B:
  * 112 MB at the first token, then every 512 positions), not all at once, and decode attention
  * reads it through far fewer TLB entries (docs/cpu-target.md, "KV cache"). */
-void *ts_cpu_kv_alloc(size_t bytes) { return alloc_huge(bytes); }
+void *ts_cpu_kv_alloc(size_t bytes, int huge) { return huge ? alloc_huge(bytes) : malloc(bytes); }
 
 /* The matrix copies of a session are carved in load order from one slab (own_mat), the slab
  * in 2 MiB huge pages as above. Allocated one by one, every Q4_0 matrix of a 0.6B model (0.3-1.8
@@ -347,7 +347,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->L = calloc((size_t)cf->n_layers, sizeof *c->L);
     c->owned = calloc((size_t)cf->n_layers * 20 + 8, sizeof *c->owned);
     size_t kv = (size_t)cf->n_layers * ts_cpu_kv_cap(max_seq) * (size_t)KV;
-    c->self = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv * sizeof(float)), ts_cpu_kv_alloc(kv * sizeof(float)), max_seq, 0};
+    c->self = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv * sizeof(float), 1), ts_cpu_kv_alloc(kv * sizeof(float), 1), max_seq, 0};
     c->kv = &c->self;
     c->sc_len = max_seq;
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));

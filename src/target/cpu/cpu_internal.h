@@ -58,8 +58,9 @@ static inline size_t ts_cpu_kv_off(const ts_config *cf, int cap, int l, int g, i
     return ((size_t)l * ts_cpu_kv_cap(cap) + (size_t)pos / R * R) * KV + ((size_t)g * R + (size_t)pos % R) * (size_t)cf->head_dim;
 }
 static inline int ts_cpu_kv_block(const ts_config *cf) { return TS_KV_BLOCK * cf->n_kv_heads * cf->head_dim; }
-/* Memory for a KV cache's K or V (cpu_forward.c): huge pages where it is large enough. */
-void *ts_cpu_kv_alloc(size_t bytes);
+/* Memory for a KV cache's K or V (cpu_forward.c): huge pages where it is large enough, unless
+ * huge is 0 (ts_cpu_seq_new_kept). */
+void *ts_cpu_kv_alloc(size_t bytes, int huge);
 /* Stores rows [pos, pos + S) of k and v (S rows of kv_heads x head_dim each) at layer l. */
 void ts_cpu_kv_store(const ts_config *cf, const ts_cpu_seq *kv, int l, int pos, int S, const float *k, int ldk,
                      const float *v, int ldv);
