@@ -127,7 +127,7 @@ done:
 /* A context past one KV block (TS_KV_BLOCK positions, cpu_internal.h): the prefill and a few
  * decode steps across the block boundary against the oracle (the phase-2 cosine: a row read
  * from the wrong place is far off), and a prefix copied through a cache of another block size
- * (one smaller than a block is one run per head; a kept one, ts_cpu_seq_new_kept) and continued,
+ * (one smaller than a block is one run per head) and continued,
  * bit-identical to the cold one. */
 static void check_long(const char *name, const ts_model *m, ts_cpu_variant v) {
     const ts_config *cf = ts_model_config(m);
@@ -143,7 +143,7 @@ static void check_long(const char *name, const ts_model *m, ts_cpu_variant v) {
     int32_t *toks = malloc(sizeof(int32_t) * (P + D));
     for (int i = 0; i < P + D; i++) toks[i] = tok_at(i, V);
     if (ts_ref_new(m, P + D, &r, &err) || ts_cpu_new(m, P + D, &o, &c, &err) || ts_cpu_seq_new(c, P + 40, &a, &err) ||
-        ts_cpu_seq_new_kept(c, SMALL, &b, &err) || ts_cpu_seq_new(c, P + 40, &d, &err)) {
+        ts_cpu_seq_new(c, SMALL, &b, &err) || ts_cpu_seq_new(c, P + 40, &d, &err)) {
         CHECK(0, "%s long: %s", name, err.msg);
         goto done;
     }

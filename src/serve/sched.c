@@ -193,7 +193,7 @@ static void cache_put(ts_sched *s, const int32_t *prompt, int n, const ts_cpu_se
     }
     centry e = {NULL, malloc(sizeof(int32_t) * (size_t)n), n, ++s->clock};
     ts_error err;
-    if (!e.tok || ts_cpu_seq_new_kept(s->cpu, n, &e.seq, &err) || ts_cpu_seq_copy(e.seq, seq, n, &err)) {
+    if (!e.tok || ts_cpu_seq_new(s->cpu, n, &e.seq, &err) || ts_cpu_seq_copy(e.seq, seq, n, &err)) {
         ts_cpu_seq_free(e.seq);
         free(e.tok);
         goto out;

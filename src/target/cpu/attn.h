@@ -11,6 +11,7 @@
 #ifndef TS_KV_BLOCK
 #define TS_KV_BLOCK 512
 #endif
+_Static_assert(TS_KV_BLOCK % 8 == 0, "the decode kernels read 8 consecutive keys from one block");
 static inline const float *ts_kv_row(const float *base, int j, int stride, int hd) {
     return base + (size_t)(j / TS_KV_BLOCK) * (size_t)stride + (size_t)(j % TS_KV_BLOCK) * (size_t)hd;
 }

@@ -137,8 +137,9 @@ void ts_cpu_attn_tile_avx512(float *out, int out_stride, const float *q, int q_s
  * dotting the same 8 rows (16 accumulators for 2 heads, the block re-read from L1 for the next 2),
  * then reduced 8 at a time by one transpose-add tree; the vectorized softmax above; values by
  * pv_group with all G heads as its rows, over column slices small enough that G x slice stays in
- * registers. Measured against the AVX2 group kernel (test_cpu_attn), which reads each row for the
- * group too but with half-width vectors, a scalar exp and one horizontal sum per key. */
+ * registers. Against the AVX2 group kernel, which also reads each row once for the group: full-width
+ * vectors, a vectorized exp, one reduction tree per 8 keys instead of a horizontal sum per key
+ * (test_cpu_attn checks it against the scalar row). */
 
 /* lane i = the sum of v[i]'s 16 lanes */
 static inline __m256 hsum8(const __m512 v[8]) {
@@ -162,7 +163,9 @@ static inline __attribute__((always_inline)) void dec_scores(float *sc, int ns, 
     const __m512 z = _mm512_setzero_ps();
     const __m256 s = _mm256_set1_ps(scale);
     for (int j = 0; j < n; j += 8) {
+        /* j % 8 == 0 and TS_KV_BLOCK % 8 == 0: the 8 rows are consecutive rows of one block */
         int nk = n - j < 8 ? n - j : 8;
+        const float *kb = ts_kv_row(k, j, stride, NV * 16);
         for (int h = 0; h < G; h += 2) {
             const float *q0 = q + (size_t)h * NV * 16, *q1 = h + 1 < G ? q0 + NV * 16 : q0;
             __m512 a0[8], a1[8];
@@ -172,7 +175,7 @@ static inline __attribute__((always_inline)) void dec_scores(float *sc, int ns, 
                 __m512 x0 = _mm512_loadu_ps(q0 + 16 * c), x1 = _mm512_loadu_ps(q1 + 16 * c);
 #pragma GCC unroll 8
                 for (int t = 0; t < 8; t++) {
-                    __m512 kv = t < nk ? _mm512_loadu_ps(ts_kv_row(k, j + t, stride, NV * 16) + 16 * c) : z;
+                    __m512 kv = t < nk ? _mm512_loadu_ps(kb + (size_t)t * NV * 16 + 16 * c) : z;
                     a0[t] = _mm512_fmadd_ps(x0, kv, a0[t]);
                     a1[t] = _mm512_fmadd_ps(x1, kv, a1[t]);
                 }

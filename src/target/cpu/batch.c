@@ -30,17 +30,16 @@ static ts_status grow_scores(ts_cpu *c, int cap, ts_error *err) {
     return TS_OK;
 }
 
-static ts_status seq_new(ts_cpu *c, int max_seq, int huge, ts_cpu_seq **out, ts_error *err) {
+ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err) {
     *out = NULL;
     const ts_config *cf = c->c;
     if (max_seq < 1 || max_seq > (1 << 24))
         return ts_fail(err, TS_ERR_ARG, "cpu sequence: capacity %d outside [1, 2^24]", max_seq);
     ts_status st = ts_model_check_context(c->m, max_seq, "cpu sequence: capacity", err);
     if (st) return st;
-    size_t kv = (size_t)cf->n_layers * ts_cpu_kv_cap(max_seq) * (size_t)cf->n_kv_heads * (size_t)cf->head_dim;
+    size_t kv = ts_cpu_kv_floats(cf, max_seq);
     ts_cpu_seq *s = calloc(1, sizeof *s);
-    if (s) *s = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv * sizeof(float), huge), ts_cpu_kv_alloc(kv * sizeof(float), huge),
-                             max_seq, 0};
+    if (s) *s = (ts_cpu_seq){c, malloc(kv * sizeof(float)), malloc(kv * sizeof(float)), max_seq, 0};
     if (!s || !s->k_cache || !s->v_cache) {
         ts_cpu_seq_free(s);
         return ts_fail(err, TS_ERR_NOMEM, "cpu sequence: cannot allocate %zu MiB of KV cache (%d positions)",
@@ -52,14 +51,6 @@ static ts_status seq_new(ts_cpu *c, int max_seq, int huge, ts_cpu_seq **out, ts_
     }
     *out = s;
     return TS_OK;
-}
-
-ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err) {
-    return seq_new(c, max_seq, 1, out, err);
-}
-
-ts_status ts_cpu_seq_new_kept(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err) {
-    return seq_new(c, max_seq, 0, out, err);
 }
 
 void ts_cpu_seq_free(ts_cpu_seq *s) {

@@ -28,7 +28,9 @@
  * every weight once per token, and a copy in (transparent) huge pages is read through far
  * fewer TLB entries than the page cache's 4 KiB pages of the mmap (see docs/cpu-target.md for
  * what it measured). Without THP the advice is ignored and the copy is an ordinary one. Freed
- * with free(). */
+ * with free(). (Not the KV cache: 2 MiB pages there made the token entering each 512-position
+ * block zero 112 MB at once on Qwen3-0.6B, a first token of 27-270 ms instead of 12-14;
+ * docs/cpu-target.md, "KV cache".) */
 static void *alloc_huge(size_t bytes) {
     if (bytes >= HUGE_PAGE) {
         size_t sz = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
@@ -47,12 +49,6 @@ static void *own(ts_cpu *c, size_t bytes) {
     c->owned[c->n_owned++] = p;
     return p;
 }
-
-/* A KV cache's K or V in huge pages as well: the cache fills in position order
- * (cpu_internal.h), so what is resident grows in 2 MiB steps per layer's K and V (Qwen3-0.6B:
- * 112 MB at the first token, then every 512 positions), not all at once, and decode attention
- * reads it through far fewer TLB entries (docs/cpu-target.md, "KV cache"). */
-void *ts_cpu_kv_alloc(size_t bytes, int huge) { return huge ? alloc_huge(bytes) : malloc(bytes); }
 
 /* The matrix copies of a session are carved in load order from one slab (own_mat), the slab
  * in 2 MiB huge pages as above. Allocated one by one, every Q4_0 matrix of a 0.6B model (0.3-1.8
@@ -264,8 +260,7 @@ void ts_cpu_mem_need(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_me
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) out->weights_owned += vec_bytes(vecs[i]);
     }
     out->weights_owned += vec_bytes(m->final_norm);
-    out->kv = 2 * (uint64_t)cf->n_layers * (uint64_t)ts_cpu_kv_cap(max_seq) * (uint64_t)cf->n_kv_heads * (uint64_t)cf->head_dim *
-              sizeof(float);
+    out->kv = 2 * (uint64_t)ts_cpu_kv_floats(cf, max_seq) * sizeof(float);
     int nth = ts_pool_resolve_threads(o ? o->n_threads : 0);
     out->scratch = ((uint64_t)arena_floats(cf, chunk, nth, max_seq) + (uint64_t)cf->head_dim / 2 +
                     ((disable & TS_OPT_LAST_LOGITS) ? (uint64_t)chunk * (uint64_t)cf->n_vocab : 0)) *
@@ -346,8 +341,8 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     }
     c->L = calloc((size_t)cf->n_layers, sizeof *c->L);
     c->owned = calloc((size_t)cf->n_layers * 20 + 8, sizeof *c->owned);
-    size_t kv = (size_t)cf->n_layers * ts_cpu_kv_cap(max_seq) * (size_t)KV;
-    c->self = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv * sizeof(float), 1), ts_cpu_kv_alloc(kv * sizeof(float), 1), max_seq, 0};
+    size_t kv = ts_cpu_kv_floats(cf, max_seq);
+    c->self = (ts_cpu_seq){c, malloc(kv * sizeof(float)), malloc(kv * sizeof(float)), max_seq, 0};
     c->kv = &c->self;
     c->sc_len = max_seq;
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));

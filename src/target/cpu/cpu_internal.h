@@ -32,8 +32,7 @@ typedef struct cpu_mat {
  * them are one contiguous run (256 KiB at head_dim 128), where position-major rows put them a
  * whole cache row apart (4 KiB on the seed shapes), each on its own page, in one L1 set and past
  * the hardware prefetchers. Blocks rather than one run per head so that the cache grows in
- * position order and can live in 2 MiB pages (ts_cpu_kv_alloc) without all of it becoming
- * resident at the first token (docs/cpu-target.md, "KV cache").
+ * position order (docs/cpu-target.md, "KV cache").
  * The session's own cache is one (ts_cpu.self); ts_cpu_seq_new makes more (batch.c). The
  * forward runs on whichever ts_cpu.kv points at, so a sequence and the session share one code
  * path. */
@@ -50,6 +49,10 @@ struct ts_cpu_seq {
 /* Positions per block of a cache of cap positions, and the positions it holds room for. */
 static inline size_t ts_cpu_kv_rows(int cap) { return cap < TS_KV_BLOCK ? (size_t)cap : TS_KV_BLOCK; }
 static inline size_t ts_cpu_kv_cap(int cap) { return ((size_t)cap + ts_cpu_kv_rows(cap) - 1) / ts_cpu_kv_rows(cap) * ts_cpu_kv_rows(cap); }
+/* Floats of K (and of V) in a cache of cap positions. */
+static inline size_t ts_cpu_kv_floats(const ts_config *cf, int cap) {
+    return (size_t)cf->n_layers * ts_cpu_kv_cap(cap) * (size_t)cf->n_kv_heads * (size_t)cf->head_dim;
+}
 /* Offset in floats of head g's row at position pos of layer l, in a cache of cap positions. A
  * head's rows are then where the attention kernels look for them (ts_kv_row, attn.h) with
  * stride ts_cpu_kv_block: a cache smaller than one block never reaches a second one. */
@@ -58,9 +61,6 @@ static inline size_t ts_cpu_kv_off(const ts_config *cf, int cap, int l, int g, i
     return ((size_t)l * ts_cpu_kv_cap(cap) + (size_t)pos / R * R) * KV + ((size_t)g * R + (size_t)pos % R) * (size_t)cf->head_dim;
 }
 static inline int ts_cpu_kv_block(const ts_config *cf) { return TS_KV_BLOCK * cf->n_kv_heads * cf->head_dim; }
-/* Memory for a KV cache's K or V (cpu_forward.c): huge pages where it is large enough, unless
- * huge is 0 (ts_cpu_seq_new_kept). */
-void *ts_cpu_kv_alloc(size_t bytes, int huge);
 /* Stores rows [pos, pos + S) of k and v (S rows of kv_heads x head_dim each) at layer l. */
 void ts_cpu_kv_store(const ts_config *cf, const ts_cpu_seq *kv, int l, int pos, int S, const float *k, int ldk,
                      const float *v, int ldv);

@@ -80,12 +80,8 @@ ts_status ts_cpu_forward(ts_cpu *c, const int32_t *tokens, int n, float *logits,
  * A sequence is a KV cache of its own; the weights, plan, threads and scratch are the session's.
  * The session's own cache (ts_cpu_forward above) is unaffected by the sequences. */
 typedef struct ts_cpu_seq ts_cpu_seq;
-/* A sequence of capacity max_seq positions (<= the model's max positions); allocated here, in
- * 2 MiB pages from 2 MiB up (cpu_internal.h: the cache is resident in 2 MiB steps per layer). */
+/* A sequence of capacity max_seq positions (<= the model's max positions); allocated here. */
 ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err);
-/* The same in 4 KiB pages, for a sequence filled once by ts_cpu_seq_copy and read only by copies
- * (a kept prefix): its last, partly filled block would otherwise hold whole 2 MiB pages. */
-ts_status ts_cpu_seq_new_kept(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err);
 void ts_cpu_seq_free(ts_cpu_seq *s);
 int ts_cpu_seq_n_past(const ts_cpu_seq *s);
 int ts_cpu_seq_capacity(const ts_cpu_seq *s);
