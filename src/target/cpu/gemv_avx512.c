@@ -30,6 +30,7 @@
 #ifndef TS_GEMV512_PREFETCH_L2
 #define TS_GEMV512_PREFETCH_L2 3072
 #endif
+/* (either 0: that prefetch left out) */
 #define GEMV_STACK_K 16384
 
 /* x32 <- packed x (16-blocks: 8 even, 8 odd) regrouped in 32-blocks of 16 even then 16 odd
@@ -70,11 +71,21 @@ static inline __attribute__((always_inline)) void rows_dot(float *out, const flo
     for (int g = 0; g < G; g++) a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
     int b = 0;
     for (; b + 64 <= K; b += 64) {
+#if TS_GEMV512_PREFETCH
         _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH, _MM_HINT_T0); /* both lines of the 128 B */
         _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH + 64, _MM_HINT_T0);
+#endif
+#if TS_GEMV512_PREFETCH_L2
         _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH_L2, _MM_HINT_T1);
         _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH_L2 + 64, _MM_HINT_T1);
+#endif
         __m512i w0 = _mm512_loadu_si512(w + b), w1 = _mm512_loadu_si512(w + b + 32);
+        /* one load per 64 bytes of W: left to itself GCC loads each chunk twice (a memory
+         * operand of the shift and another of the mask); on Zen 5 (a 2-core EPYC, family 26)
+         * that second load cost 6-21% of BF16 decode from the mmap (Qwen3-0.6B shape, four
+         * alternating rounds), which the vdpbf16ps x3 GEMV then beat */
+        IN_REG(w0);
+        IN_REG(w1);
         __m512 e0 = even_f32(w0), o0 = odd_f32(w0), e1 = even_f32(w1), o1 = odd_f32(w1);
 #pragma GCC unroll 4
         for (int g = 0; g < G; g++) {
