@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/quantize.h"
 #include "target/cpu/cpu_target.h"
+#include "target/cpu/prefetch.h"
 
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
@@ -197,6 +198,14 @@ int cmd_bench(int argc, char **argv) {
     else
         snprintf(kernels, sizeof kernels, "prefill %s; decode %s", ts_cpu_prefill_kernel_name(ts_cpu_best_variant()),
                  ts_cpu_decode_kernel_name(ts_cpu_best_variant()));
+    /* The decode prefetch distances this process measured and kept (target/cpu/prefetch.h) */
+    char pfd[512] = "";
+    if (ts_cpu_best_variant() >= TS_CPU_AVX512BF16) {
+        ts_pf_kind kind = !strcmp(m->cfg.torch_dtype, "Q8_0")   ? TS_PF_Q8
+                          : !strcmp(m->cfg.torch_dtype, "Q4_0") ? TS_PF_Q4
+                                                                 : TS_PF_BF16;
+        ts_pf_describe(kind, pfd, sizeof pfd);
+    }
     /* Counted, not declared: the regions one decoded token ran, less the LM head's, per layer. */
     double dpl = (dec.dispatches_per_run - 1) / c->n_layers;
     if (as_json) {
@@ -208,13 +217,13 @@ int cmd_bench(int argc, char **argv) {
                "\"prefill_peak_fraction\": %.4f, \"decode_bandwidth_fraction\": %.4f, "
                "\"peak_read_by_pattern\": {\"stream_4k\": %.2f, \"gemv_4k\": %.2f, \"stream_2m\": %.2f, "
                "\"gemv_2m\": %.2f, \"best\": \"%s\", \"huge_page_share\": %.3f}, \"decode_exceeds_read_peak\": %s, "
-               "\"dispatches_per_layer\": %.2f, \"load_s\": %.3f, \"cold_ttft_s\": %.3f, "
+               "\"decode_prefetch\": \"%s\", \"dispatches_per_layer\": %.2f, \"load_s\": %.3f, \"cold_ttft_s\": %.3f, "
                "\"rss_peak_mb\": %.1f, \"anon_huge_mb\": %.1f, \"copied_weights\": %s, \"trials\": %lld, "
                "\"prefill\": [",
                dir, variant, kernels, nth, sizes[n_sizes - 1], last->rate, last->rate_sd, pf_gflops[n_sizes - 1], decode_ctx,
                dec.rate, dec.rate_sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac,
                dec_frac, pk.read_stream_4k_gbs, pk.read_gemv_4k_gbs, pk.read_stream_2m_gbs, pk.read_gemv_2m_gbs,
-               pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", dpl, t_load, cold_ttft, rss_mb, huge_mb, copy_weights ? "true" : "false", trials);
+               pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", pfd, dpl, t_load, cold_ttft, rss_mb, huge_mb, copy_weights ? "true" : "false", trials);
         for (int k = 0; k < n_sizes; k++)
             printf("%s{\"tokens\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"gflops\": %.2f}", k ? ", " : "",
                    sizes[k], pf[k].rate, pf[k].rate_sd, pf_gflops[k]);
@@ -232,6 +241,7 @@ int cmd_bench(int argc, char **argv) {
                    pf[k].rate, pf[k].rate_sd, pf_gflops[k], 100 * pf_gflops[k] / pk.flops_gflops);
         printf("decode at %lld ctx:   %8.2f tok/s (sd %.2f)  %7.1f GB/s = %.1f%% of read peak (%.0f MB/token)\n",
                decode_ctx, dec.rate, dec.rate_sd, dec_gbs, 100 * dec_frac, bytes_tok / 1e6);
+        if (pfd[0]) printf("decode prefetch: %s\n", pfd);
         if (dec_frac > 1)
             printf("warning: decode read %.1f GB/s, above the measured read peak %.1f GB/s: the peak probe ran on a busier "
                    "machine, or decode reads less than %.0f MB/token\n", dec_gbs, pk.read_gbs, bytes_tok / 1e6);

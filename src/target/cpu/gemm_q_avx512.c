@@ -14,26 +14,17 @@
 #include "target/cpu/gemm.h"
 #include "target/cpu/gemm_panels_avx512.h"
 #include "target/cpu/gemm_q_blocks_avx512.h"
+#include "target/cpu/prefetch.h"
 #include "target/cpu/transpose_avx512.h"
 
-#ifndef TS_GEMMQ512_PREFETCH
-#define TS_GEMMQ512_PREFETCH 2048 /* bytes ahead in the weight stream: 1024 was 6-10% slower decoding Q8_0 on the Intel Xeon (512: 12% slower still), 3072-4096 no faster */
-#endif
-/* Decode also asks for the stream twice as far ahead into L2: with it Qwen3-0.6B Q4_0 decoded
- * 72-75 tok/s instead of 67-68 (Intel Xeon with AMX, 2 threads, 3 alternating rounds; 3072
- * ahead: 70-71, 6144: 72-73; the same into L1 only (T0) had been slower, NTA halved it), Q8_0
- * (the 16-block kernel below) 44.8-46.4 instead of 42.5-43.4, Llama-3.2-1B Q8_0 22.8-23.3
- * instead of 21.6-22.0 (8192 ahead: no gain). */
-/* Q4_0's lane-per-block kernel (session 22) wants the L1 prefetch much nearer: 512 ahead decoded
- * Llama-3.2-1B Q4_0 at 43.3-44.1 tok/s where 2048 gave 40.7-41.3 in the same three rounds; 256,
- * 512 and 768 alike in the next batch (43.0-44.3); Qwen3-0.6B 79.7-82.4 at 768 vs 77.9-78.6 at
- * 2048 (2 threads, Intel Xeon with AMX); Q8_0 was the same at 512, 768 and 2048 and keeps 2048. */
-#ifndef TS_GEMMQ512_PREFETCH_Q4
-#define TS_GEMMQ512_PREFETCH_Q4 768
-#endif
-#ifndef TS_GEMMQ512_PREFETCH_L2
-#define TS_GEMMQ512_PREFETCH_L2 4096
-#endif
+/* Bytes ahead in the weight stream (into L1, into L2): chosen per process among prefetch.c's
+ * candidates. Candidate 0 was tuned on the Intel Xeon with AMX (2 threads, alternating rounds):
+ * Q8_0 2048 into L1 (1024 was 6-10% slower, 512 12% slower still, 3072-4096 no faster); the L2
+ * prefetch 4096 ahead took Qwen3-0.6B Q4_0 from 67-68 tok/s to 72-75 (3072: 70-71, 6144: 72-73;
+ * the same into L1 only had been slower, NTA halved it), Q8_0 44.8-46.4 from 42.5-43.4,
+ * Llama-3.2-1B Q8_0 22.8-23.3 from 21.6-22.0 (8192: no gain). Q4_0's lane-per-block kernel wants
+ * the L1 prefetch nearer: 512 ahead decoded Llama-3.2-1B Q4_0 at 43.3-44.1 tok/s where 2048 gave
+ * 40.7-41.3; 256, 512 and 768 alike (43.0-44.3); Qwen3-0.6B 79.7-82.4 at 768 vs 77.9-78.6 at 2048. */
 
 /* The same bits as ts_cpu_quantize_x_scalar: max |x| per 32-block, d and 1/d by the same IEEE
  * divisions, x * (1/d) rounded to nearest even. */
@@ -153,11 +144,13 @@ typedef struct qgw {
     __m512 dw;    /* the 16 F16 scales d_w in lane order */
 } qgw;
 
-static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8_t *p, ts_dtype dt) {
+static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8_t *p, ts_dtype dt, ts_pf pf) {
     if (dt == TS_DTYPE_Q8_0) {
         const size_t bb = 2 + TS_QBLOCK;
-        for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH + 64 * l, _MM_HINT_T0);
-        for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH_L2 + 64 * l, _MM_HINT_T1);
+        if (pf.l1)
+            for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + pf.l1 + 64 * l, _MM_HINT_T0);
+        if (pf.l2)
+            for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + pf.l2 + 64 * l, _MM_HINT_T1);
         for (int j = 0; j < 8; j++) {
             const uint8_t *p0 = p + 2 * (size_t)j * bb;
             o->c[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0 + 2))),
@@ -169,8 +162,10 @@ static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8
         return;
     }
     const __m512i idx = _mm512_load_si512(q4_code_idx), m4 = _mm512_set1_epi8(15);
-    for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH_Q4 + 64 * l, _MM_HINT_T0);
-    for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + TS_GEMMQ512_PREFETCH_L2 + 64 * l, _MM_HINT_T1);
+    if (pf.l1)
+        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + pf.l1 + 64 * l, _MM_HINT_T0);
+    if (pf.l2)
+        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + pf.l2 + 64 * l, _MM_HINT_T1);
     __m512i pu[4];
     for (int u = 0; u < 4; u++)
         pu[u] = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 72 * u + 2), idx, _mm512_loadu_si512(p + 72 * u + 8));
@@ -242,13 +237,13 @@ static inline __attribute__((always_inline)) __m512 qg_tail(__m512 acc, const ui
 }
 
 static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row, ts_gemm_qx qx, const qgx *x4,
-                                                              int nb, ts_dtype dt) {
+                                                              int nb, ts_dtype dt, ts_pf pf) {
     const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     __m512 acc = _mm512_setzero_ps();
     int ng = nb / QG, b = 0;
     for (int g = 0; g < ng; g++, b += QG) {
         qgw w;
-        qg_group_w(&w, row + (size_t)b * bb, dt);
+        qg_group_w(&w, row + (size_t)b * bb, dt, pf);
         acc = qg_group_x(acc, &w, x4, b, dt);
     }
     return _mm512_reduce_add_ps(qg_tail(acc, row, qx, b, nb, dt));
@@ -272,7 +267,12 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
     }
     qgx x4;
     qg_prepare(&x4, buf, buf + kg, corr, d, qx, ng, dt);
-    for (int n = n0; n < n1; n++) y[n] = row_dot_g(W + (size_t)n * rb, qx, &x4, nb, dt);
+    ts_pf_kind kind = dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : TS_PF_Q4;
+    uint64_t bytes = (uint64_t)(n1 - n0) * rb, t0;
+    int c = ts_pf_begin(kind, bytes, &t0);
+    ts_pf pf = ts_pf_candidate(kind, c);
+    for (int n = n0; n < n1; n++) y[n] = row_dot_g(W + (size_t)n * rb, qx, &x4, nb, dt, pf);
+    ts_pf_end(kind, c, t0, bytes);
     free(heap);
 }
 
@@ -302,13 +302,15 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     }
     __m512 acc[TS_GEMM_BATCH_MAX];
     const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    ts_pf_kind kind = dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : TS_PF_Q4;
+    ts_pf pf = ts_pf_candidate(kind, ts_pf_current(kind));
     for (int n = n0; n < n1; n++) {
         const uint8_t *row = W + (size_t)n * rb;
         for (int s = 0; s < S; s++) acc[s] = _mm512_setzero_ps();
         int b = 0;
         for (int g = 0; g < ng; g++, b += QG) {
             qgw w;
-            qg_group_w(&w, row + (size_t)b * bb, dt);
+            qg_group_w(&w, row + (size_t)b * bb, dt, pf);
             for (int s = 0; s < S; s++) acc[s] = qg_group_x(acc[s], &w, &x4[s], b, dt);
         }
         for (int s = 0; s < S; s++)

@@ -17,20 +17,15 @@
 #include <time.h>
 
 #include "target/cpu/gemm.h"
+#include "target/cpu/prefetch.h"
 
-/* Bytes ahead in the W stream, into L1 and into L2. Llama-3.2-1B BF16 copied to huge pages,
- * 2 threads, Intel Xeon with AMX, two alternating rounds per batch: 2048 into L1 alone 13.1 tok/s
+/* Bytes ahead in the W stream, into L1 and into L2: chosen per process among prefetch.c's
+ * candidates. Candidate 0 (1024 / 3072) came from Llama-3.2-1B BF16 copied to huge pages, 2
+ * threads, Intel Xeon with AMX, two alternating rounds per batch: 2048 into L1 alone 13.1 tok/s
  * (0.83 of the read peak) beside 1024 / 4096 at 13.8-13.9, 2048 / 4096 13.5-13.6 and 2048 / 6144
  * 12.9; then 1024 / 3072 13.7-14.4 (0.88-0.90) in two later batches beside 1024 / 4096 14.0,
  * 768 / 4096 13.7-13.9, 512 / 4096 13.8-13.9, 1024 / 2048 13.2, 1536 / 3072 13.6, 2048 / 3072
  * 13.6. */
-#ifndef TS_GEMV512_PREFETCH
-#define TS_GEMV512_PREFETCH 1024
-#endif
-#ifndef TS_GEMV512_PREFETCH_L2
-#define TS_GEMV512_PREFETCH_L2 3072
-#endif
-/* (either 0: that prefetch left out) */
 #define GEMV_STACK_K 16384
 
 /* x32 <- packed x (16-blocks: 8 even, 8 odd) regrouped in 32-blocks of 16 even then 16 odd
@@ -65,20 +60,20 @@ static inline __m512 odd_f32(__m512i w) {
  * widened once for the G rows, and every row's accumulators see the same operations in the
  * same order as alone, so its result is bit-identical. */
 static inline __attribute__((always_inline)) void rows_dot(float *out, const float *x32, size_t ldx,
-                                                           const uint16_t *w, int K, int G) {
+                                                           const uint16_t *w, int K, int G, ts_pf pf) {
     __m512 a[4][4];
 #pragma GCC unroll 4
     for (int g = 0; g < G; g++) a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
     int b = 0;
     for (; b + 64 <= K; b += 64) {
-#if TS_GEMV512_PREFETCH
-        _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH, _MM_HINT_T0); /* both lines of the 128 B */
-        _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH + 64, _MM_HINT_T0);
-#endif
-#if TS_GEMV512_PREFETCH_L2
-        _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH_L2, _MM_HINT_T1);
-        _mm_prefetch((const char *)(w + b) + TS_GEMV512_PREFETCH_L2 + 64, _MM_HINT_T1);
-#endif
+        if (pf.l1) { /* both lines of the 128 B */
+            _mm_prefetch((const char *)(w + b) + pf.l1, _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + b) + pf.l1 + 64, _MM_HINT_T0);
+        }
+        if (pf.l2) {
+            _mm_prefetch((const char *)(w + b) + pf.l2, _MM_HINT_T1);
+            _mm_prefetch((const char *)(w + b) + pf.l2 + 64, _MM_HINT_T1);
+        }
         __m512i w0 = _mm512_loadu_si512(w + b), w1 = _mm512_loadu_si512(w + b + 32);
         /* one load per 64 bytes of W: left to itself GCC loads each chunk twice (a memory
          * operand of the shift and another of the mask); on Zen 5 (a 2-core EPYC, family 26)
@@ -111,9 +106,9 @@ static inline __attribute__((always_inline)) void rows_dot(float *out, const flo
         out[g] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a[g][0], a[g][1]), _mm512_add_ps(a[g][2], a[g][3])));
 }
 
-static inline float row_dot(const float *x32, const uint16_t *w, int K) {
+static inline float row_dot(const float *x32, const uint16_t *w, int K, ts_pf pf) {
     float r;
-    rows_dot(&r, x32, 0, w, K, 1);
+    rows_dot(&r, x32, 0, w, K, 1, pf);
     return r;
 }
 
@@ -129,7 +124,11 @@ void ts_cpu_gemv_f32_avx512(float *y, const float *xp, const uint16_t *W, int K,
         x32 = heap;
     }
     x_regroup(x32, xp, K);
-    for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K);
+    uint64_t bytes = (uint64_t)(n1 - n0) * (uint64_t)K * 2, t0;
+    int c = ts_pf_begin(TS_PF_BF16, bytes, &t0);
+    ts_pf pf = ts_pf_candidate(TS_PF_BF16, c);
+    for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K, pf);
+    ts_pf_end(TS_PF_BF16, c, t0, bytes);
     free(heap);
 }
 
@@ -263,7 +262,8 @@ void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, c
     }
     for (int s = 0; s < S; s++) x_regroup(x32 + (size_t)s * K32, xp + (size_t)s * ldx, K);
     if (S == 1) {
-        for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K);
+        ts_pf pf = ts_pf_candidate(TS_PF_BF16, ts_pf_current(TS_PF_BF16));
+        for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K, pf);
     } else {
         /* Blocks of TILE_NB tiles (24 W rows): each x group runs over the whole block, so its
          * rows (16 KiB at K = 1024) stay in L1 across the block's tiles while the block's W

@@ -1,0 +1,127 @@
+/* The per-process choice of decode prefetch distances (prefetch.h). */
+#include "target/cpu/prefetch.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+/* Per kind: 0 the Xeon's tuned pair (gemv_avx512.c, gemm_q_avx512.c give the measurements),
+ * 1 the L2 prefetch alone, 2 the L1 prefetch alone but farther. On Zen 5 candidates 1 and 2 read
+ * 3-16% more bytes per cycle than 0 (docs/performance.md, "AMD Zen 5"). */
+static const ts_pf k_cand[TS_PF_KINDS][TS_PF_CANDS] = {
+    {{1024, 3072}, {0, 4096}, {2048, 0}}, /* BF16 weights widened to FP32 */
+    {{2048, 4096}, {0, 4096}, {3072, 0}}, /* Q8_0 */
+    {{768, 4096}, {0, 4096}, {3072, 0}},  /* Q4_0 */
+};
+static const char *k_names[TS_PF_CANDS] = {"near L1 + L2", "L2 only", "far L1 only"};
+
+typedef struct pf_state {
+    _Atomic int chosen; /* -1 while measuring */
+    _Atomic uint64_t bytes[TS_PF_CANDS], cycles[TS_PF_CANDS];
+} pf_state;
+
+static pf_state g_pf[TS_PF_KINDS];
+static int g_forced = -1;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void pf_init_once(void) {
+    const char *e = getenv("TESSERA_PREFETCH");
+    if (e && e[0] >= '0' && e[0] < '0' + TS_PF_CANDS && !e[1]) g_forced = e[0] - '0';
+    for (int k = 0; k < TS_PF_KINDS; k++) atomic_store(&g_pf[k].chosen, g_forced);
+}
+static void pf_init(void) { pthread_once(&g_once, pf_init_once); }
+
+static uint64_t ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc();
+#else
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+#endif
+}
+
+ts_pf ts_pf_candidate(ts_pf_kind k, int c) { return k_cand[k][c]; }
+const char *ts_pf_candidate_name(int c) { return c >= 0 && c < TS_PF_CANDS ? k_names[c] : "?"; }
+
+static int slice_of(uint64_t t) { return (int)((t >> 22) % TS_PF_CANDS); }
+
+int ts_pf_current(ts_pf_kind k) {
+    pf_init();
+    int c = atomic_load_explicit(&g_pf[k].chosen, memory_order_relaxed);
+    return c >= 0 ? c : slice_of(ticks());
+}
+
+int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0) {
+    pf_init();
+    *t0 = 0;
+    int c = atomic_load_explicit(&g_pf[k].chosen, memory_order_relaxed);
+    if (c >= 0) return c;
+    uint64_t t = ticks();
+    if (bytes <= TS_PF_MAX_CALL_BYTES) *t0 = t;
+    return slice_of(t);
+}
+
+void ts_pf_end(ts_pf_kind k, int c, uint64_t t0, uint64_t bytes) {
+    if (!t0) return;
+    uint64_t dt = ticks() - t0;
+    pf_state *s = &g_pf[k];
+    atomic_fetch_add_explicit(&s->bytes[c], bytes, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->cycles[c], dt, memory_order_relaxed);
+    uint64_t by[TS_PF_CANDS], cy[TS_PF_CANDS];
+    for (int i = 0; i < TS_PF_CANDS; i++) {
+        by[i] = atomic_load_explicit(&s->bytes[i], memory_order_relaxed);
+        cy[i] = atomic_load_explicit(&s->cycles[i], memory_order_relaxed);
+    }
+    int best = ts_pf_decide(by, cy, TS_PF_CANDS, TS_PF_MIN_BYTES);
+    int expect = -1;
+    if (best >= 0) atomic_compare_exchange_strong(&s->chosen, &expect, best);
+}
+
+int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes) {
+    int best = -1;
+    double rate = 0;
+    for (int i = 0; i < n; i++) {
+        if (bytes[i] < min_bytes || !cycles[i]) return -1;
+        double r = (double)bytes[i] / (double)cycles[i];
+        if (best < 0 || r > rate) best = i, rate = r;
+    }
+    return best;
+}
+
+void ts_pf_set(ts_pf_kind k, int c) {
+    pf_init();
+    if (c >= 0 && c < TS_PF_CANDS) atomic_store(&g_pf[k].chosen, c);
+}
+
+void ts_pf_get_report(ts_pf_kind k, ts_pf_report *out) {
+    pf_init();
+    memset(out, 0, sizeof *out);
+    out->chosen = atomic_load(&g_pf[k].chosen);
+    out->forced = g_forced >= 0;
+    for (int i = 0; i < TS_PF_CANDS; i++) {
+        uint64_t by = atomic_load(&g_pf[k].bytes[i]), cy = atomic_load(&g_pf[k].cycles[i]);
+        out->bytes_per_cycle[i] = cy ? (double)by / (double)cy : 0;
+        out->gbytes[i] = (double)by / 1e9;
+    }
+}
+
+void ts_pf_describe(ts_pf_kind k, char *buf, size_t n) {
+    ts_pf_report r;
+    ts_pf_get_report(k, &r);
+    if (r.forced) {
+        snprintf(buf, n, "%s (TESSERA_PREFETCH)", ts_pf_candidate_name(r.chosen));
+        return;
+    }
+    int w = snprintf(buf, n, "%s (bytes per cycle:", r.chosen >= 0 ? ts_pf_candidate_name(r.chosen) : "still measuring");
+    for (int i = 0; i < TS_PF_CANDS && w >= 0 && (size_t)w < n; i++)
+        w += snprintf(buf + w, n - (size_t)w, "%s %s %.2f over %.1f GB", i ? ";" : "", k_names[i], r.bytes_per_cycle[i],
+                      r.gbytes[i]);
+    if (w >= 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, ")");
+}

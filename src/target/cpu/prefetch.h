@@ -1,0 +1,60 @@
+/* Software prefetch distances of the AVX-512 decode GEMVs (BF16 widened to FP32, Q8_0, Q4_0),
+ * chosen per process by measuring them on the decode itself.
+ *
+ * Why measured, not fixed: the best distances differ per core. On the Intel Xeon (AMX, model
+ * 167) a stream prefetched both near into L1 and far into L2 decoded 5-10% faster than either
+ * alone; on AMD Zen 5 that pair was the slowest of the settings tried (Q8_0: 10.4 bytes per cycle
+ * against 12.0 for the L2 prefetch alone, docs/performance.md). Prefetching changes no result,
+ * only timing, so the candidates can be tried inside a run: while measuring, each GEMV call
+ * takes the candidate of the current time slice (2^22 time-stamp-counter cycles, a few ms), so
+ * all candidates see the same swings of a shared machine; bytes and cycles are summed per
+ * candidate, and once each has read TS_PF_MIN_BYTES the one with the most bytes per cycle is
+ * kept for the rest of the process. TESSERA_PREFETCH=0|1|2 fixes a candidate instead. */
+#ifndef TS_TARGET_CPU_PREFETCH_H
+#define TS_TARGET_CPU_PREFETCH_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum { TS_PF_BF16 = 0, TS_PF_Q8 = 1, TS_PF_Q4 = 2, TS_PF_KINDS = 3 } ts_pf_kind;
+enum { TS_PF_CANDS = 3 };
+
+/* Bytes ahead of the row being read: into L1 (prefetcht0) and into L2 (prefetcht1); 0 = none. */
+typedef struct ts_pf {
+    int l1, l2;
+} ts_pf;
+
+/* Bytes each candidate must read before the choice (about 0.1 s of decode at 40 GB/s). */
+#define TS_PF_MIN_BYTES ((uint64_t)4 << 30)
+/* Calls reading more than this per thread are not timed (a call must fit in a time slice). */
+#define TS_PF_MAX_CALL_BYTES ((uint64_t)32 << 20)
+
+/* Candidate c of a kind (c in [0, TS_PF_CANDS)); candidate 0 is the setting tuned on the Xeon. */
+ts_pf ts_pf_candidate(ts_pf_kind k, int c);
+const char *ts_pf_candidate_name(int c);
+
+/* A decode GEMV call: the candidate to run (*t0 the start time when the call is timed, else 0),
+ * then ts_pf_end with the bytes of W it read. Thread-safe, lock-free. */
+int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0);
+void ts_pf_end(ts_pf_kind k, int c, uint64_t t0, uint64_t bytes);
+/* The candidate a call that is never timed (batched decode) uses: the choice, else the slice's. */
+int ts_pf_current(ts_pf_kind k);
+
+/* The choice from sums: the candidate with the most bytes per cycle, or -1 while any has read
+ * fewer than min_bytes. Pure (tested directly). */
+int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes);
+
+/* Fixes kind k's candidate (c in [0, TS_PF_CANDS)) for the rest of the process: tests that run
+ * every candidate. */
+void ts_pf_set(ts_pf_kind k, int c);
+
+/* Where a kind stands: the choice (-1 while measuring) and the bytes per cycle measured. */
+typedef struct ts_pf_report {
+    int chosen, forced;
+    double bytes_per_cycle[TS_PF_CANDS];
+    double gbytes[TS_PF_CANDS];
+} ts_pf_report;
+void ts_pf_get_report(ts_pf_kind k, ts_pf_report *out);
+/* One line for bench output: "Q4_0: L2 only (9.6 B/cycle; near L1 + L2 8.7, far L1 9.5)". */
+void ts_pf_describe(ts_pf_kind k, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,103 @@
+/* The per-process choice of decode prefetch distances (target/cpu/prefetch.h): the decision
+ * rule on given sums, and the three AVX-512 decode GEMVs (BF16 widened to FP32, Q8_0, Q4_0) under
+ * every candidate at the seed models' shapes: prefetching may change timing, never a bit, so each
+ * candidate's outputs must equal candidate 0's exactly and the scalar kernel's to FP32 rounding
+ * (a distance misused as a load offset, or a candidate reading past its rows, fails here). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target/cpu/cpu_target.h"
+#include "target/cpu/gemm.h"
+#include "target/cpu/prefetch.h"
+#include "tharness.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t urand(void) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng >> 32);
+}
+static float frand(void) { return (float)(urand() * (1.0 / 4294967296.0)) * 2.0f - 1.0f; }
+
+static void test_decide(void) {
+    const uint64_t G = (uint64_t)1 << 30;
+    uint64_t by[3] = {5 * G, 5 * G, 5 * G}, cy[3] = {1000, 800, 900};
+    CHECK(ts_pf_decide(by, cy, 3, 4 * G) == 1, "the most bytes per cycle wins");
+    by[2] = 3 * G;
+    CHECK(ts_pf_decide(by, cy, 3, 4 * G) == -1, "a candidate short of the minimum: still measuring");
+    uint64_t by2[3] = {8 * G, 4 * G, 6 * G}, cy2[3] = {800, 500, 550};
+    CHECK(ts_pf_decide(by2, cy2, 3, 4 * G) == 2, "rates, not sums: 8/800 < 6/550");
+    uint64_t cy3[3] = {800, 0, 600};
+    CHECK(ts_pf_decide(by2, cy3, 3, 4 * G) == -1, "no cycles recorded: no choice");
+    for (int c = 0; c < TS_PF_CANDS; c++) {
+        ts_pf p = ts_pf_candidate(TS_PF_BF16, c);
+        CHECK(p.l1 >= 0 && p.l2 >= 0 && (p.l1 || p.l2) && p.l1 % 64 == 0 && p.l2 % 64 == 0,
+              "candidate %d: %d / %d bytes ahead", c, p.l1, p.l2);
+    }
+}
+
+static double rel_l2(const float *a, const float *b, int n) {
+    double e = 0, r = 0;
+    for (int i = 0; i < n; i++) e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), r += (double)b[i] * b[i];
+    return sqrt(e / (r > 0 ? r : 1));
+}
+
+/* One kind at one shape: every candidate against candidate 0 (bitwise) and the scalar kernel. */
+static void check_kind(ts_pf_kind kind, int N, int K) {
+    ts_dtype dt = kind == TS_PF_Q8 ? TS_DTYPE_Q8_0 : kind == TS_PF_Q4 ? TS_DTYPE_Q4_0 : TS_DTYPE_BF16;
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    uint8_t *W = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)K), *xp = malloc(sizeof(float) * (size_t)K);
+    float *y[TS_PF_CANDS], *ys = malloc(sizeof(float) * (size_t)N);
+    for (size_t i = 0; i < rb * (size_t)N; i++) W[i] = (uint8_t)urand();
+    if (dt != TS_DTYPE_BF16) { /* finite F16 scales 2^-10 .. 2^-5 at each block's start */
+        size_t bb = rb / (size_t)(K / TS_QBLOCK);
+        for (size_t b = 0; b < (size_t)N * (size_t)(K / TS_QBLOCK); b++) {
+            uint16_t h = (uint16_t)((5 + urand() % 6) << 10 | (urand() & 1023));
+            memcpy(W + b * bb, &h, 2);
+        }
+    } else { /* BF16 with exponents near 1: finite products */
+        uint16_t *w = (uint16_t *)W;
+        for (size_t i = 0; i < (size_t)N * (size_t)K; i++) w[i] = (uint16_t)(0x3c00 + urand() % 0x600 + (urand() & 1) * 0x8000);
+    }
+    for (int k = 0; k < K; k++) x[k] = frand();
+    ts_cpu_pack_row(xp, x, K);
+    ts_gemm_tile t1 = ts_cpu_gemm_default_tile(1, N, K);
+    for (int c = 0; c < TS_PF_CANDS; c++) {
+        y[c] = malloc(sizeof(float) * (size_t)N);
+        ts_pf_set(kind, c);
+        if (dt == TS_DTYPE_BF16) ts_cpu_gemv_f32_avx512(y[c], xp, (const uint16_t *)W, K, 0, N);
+        else ts_cpu_gemm_q_avx512(y[c], N, xp, K, W, dt, K, 1, 0, N, t1);
+    }
+    if (dt == TS_DTYPE_BF16) ts_cpu_gemm_bf16_scalar(ys, N, xp, K, (const uint16_t *)W, K, 1, 0, N, t1);
+    else ts_cpu_gemm_q_scalar(ys, N, xp, K, W, dt, K, 1, 0, N, t1);
+    for (int c = 1; c < TS_PF_CANDS; c++)
+        CHECK(!memcmp(y[c], y[0], sizeof(float) * (size_t)N), "kind %d, %d x %d: candidate %d (%s) changed bits", kind,
+              N, K, c, ts_pf_candidate_name(c));
+    double e = rel_l2(y[0], ys, N);
+    CHECK(e < (dt == TS_DTYPE_BF16 ? 1e-5 : 1e-4), "kind %d, %d x %d: rel_l2 %.3g against the scalar kernel", kind, N, K,
+          e);
+    for (int c = 0; c < TS_PF_CANDS; c++) free(y[c]);
+    free(W), free(x), free(xp), free(ys);
+}
+
+int main(void) {
+    test_decide();
+    if (!ts_cpu_variant_supported(TS_CPU_AVX512BF16)) {
+        th_isa_gap("AVX-512 BF16", "AVX-512 decode GEMVs under each prefetch candidate");
+        return th_finish("test_cpu_prefetch");
+    }
+    /* the seed models' decode shapes (N rows of K): q/k/v and gate/up rows of K = 1024 or 2048,
+     * o and down rows of K = 2048, 3072 or 8192 */
+    static const int shapes[][2] = {{96, 1024}, {64, 2048}, {48, 3072}, {24, 8192}};
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) check_kind(TS_PF_BF16, shapes[i][0], shapes[i][1]);
+    if (!ts_cpu_features_get()->avx512vnni) {
+        th_isa_gap("AVX-512 VNNI", "AVX-512 Q8_0/Q4_0 decode GEMVs under each prefetch candidate");
+        return th_finish("test_cpu_prefetch");
+    }
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        check_kind(TS_PF_Q8, shapes[i][0], shapes[i][1]);
+        check_kind(TS_PF_Q4, shapes[i][0], shapes[i][1]);
+    }
+    return th_finish("test_cpu_prefetch");
+}
