@@ -33,6 +33,9 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static void pf_init_once(void) {
     const char *e = getenv("TESSERA_PREFETCH");
     if (e && e[0] >= '0' && e[0] < '0' + TS_PF_CANDS && !e[1]) g_forced = e[0] - '0';
+    else if (e && *e)
+        fprintf(stderr, "tessera: TESSERA_PREFETCH=%s ignored (expected 0, 1 or 2); the prefetch distances are measured\n",
+                e);
     for (int k = 0; k < TS_PF_KINDS; k++) atomic_store(&g_pf[k].chosen, g_forced);
 }
 static void pf_init(void) { pthread_once(&g_once, pf_init_once); }

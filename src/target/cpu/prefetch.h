@@ -23,7 +23,7 @@ typedef struct ts_pf {
     int l1, l2;
 } ts_pf;
 
-/* Bytes each candidate must read before the choice (about 0.1 s of decode at 40 GB/s). */
+/* Bytes each candidate must read before the choice (the three: about 0.3 s of decode at 40 GB/s). */
 #define TS_PF_MIN_BYTES ((uint64_t)4 << 30)
 /* Calls reading more than this per thread are not timed (a call must fit in a time slice). */
 #define TS_PF_MAX_CALL_BYTES ((uint64_t)32 << 20)
