@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model/quantize.h"
 #include "target/cpu/cpu_target.h"
+#include "target/cpu/gemm.h"
 #include "target/cpu/prefetch.h"
 
 static const char *k_usage =
@@ -200,12 +201,14 @@ int cmd_bench(int argc, char **argv) {
                  ts_cpu_decode_kernel_name(ts_cpu_best_variant()));
     /* The decode prefetch distances this process measured and kept (target/cpu/prefetch.h) */
     char pfd[512] = "";
-    if (ts_cpu_best_variant() >= TS_CPU_AVX512BF16) {
-        ts_pf_kind kind = !strcmp(m->cfg.torch_dtype, "Q8_0")   ? TS_PF_Q8
-                          : !strcmp(m->cfg.torch_dtype, "Q4_0") ? TS_PF_Q4
-                                                                 : TS_PF_BF16;
-        ts_pf_describe(kind, pfd, sizeof pfd);
-    }
+    int qmats = !strcmp(m->cfg.torch_dtype, "Q8_0") || !strcmp(m->cfg.torch_dtype, "Q4_0");
+    /* only the kernels that take part: the FP32 BF16 GEMV (not the x3 one), the VNNI Q GEMVs */
+    if (ts_cpu_best_variant() >= TS_CPU_AVX512BF16 &&
+        (qmats ? ts_cpu_features_get()->avx512vnni : ts_cpu_avx512_decode_f32()))
+        ts_pf_describe(!qmats                                ? TS_PF_BF16
+                       : !strcmp(m->cfg.torch_dtype, "Q8_0") ? TS_PF_Q8
+                                                             : TS_PF_Q4,
+                       pfd, sizeof pfd);
     /* Counted, not declared: the regions one decoded token ran, less the LM head's, per layer. */
     double dpl = (dec.dispatches_per_run - 1) / c->n_layers;
     if (as_json) {
