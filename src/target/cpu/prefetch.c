@@ -66,6 +66,7 @@ int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0) {
     *t0 = 0;
     int c = atomic_load_explicit(&g_pf[k].chosen, memory_order_relaxed);
     if (c >= 0) return c;
+    if (bytes < TS_PF_MIN_CALL_BYTES) return 0;
     uint64_t t = ticks();
     if (bytes <= TS_PF_MAX_CALL_BYTES) *t0 = t;
     return slice_of(t);

@@ -27,6 +27,10 @@ typedef struct ts_pf {
 #define TS_PF_MIN_BYTES ((uint64_t)4 << 30)
 /* Calls reading more than this per thread are not timed (a call must fit in a time slice). */
 #define TS_PF_MAX_CALL_BYTES ((uint64_t)32 << 20)
+/* Calls reading less are neither timed nor rotated (candidate 0 until the choice): their W is
+ * often in cache, and a tiny model's many short calls should not pay for the clock and the
+ * shared counters. */
+#define TS_PF_MIN_CALL_BYTES ((uint64_t)256 << 10)
 
 /* Candidate c of a kind (c in [0, TS_PF_CANDS)); candidate 0 is the setting tuned on the Xeon. */
 ts_pf ts_pf_candidate(ts_pf_kind k, int c);
