@@ -194,14 +194,14 @@ int cmd_bench(int argc, char **argv) {
     const char *variant = ts_cpu_variant_name(ts_cpu_best_variant());
     /* The kernels the matrices run with (the AVX-512 ones are chosen per core by timing, gemm.h) */
     char kernels[512];
-    if (!strcmp(m->cfg.torch_dtype, "Q8_0") || !strcmp(m->cfg.torch_dtype, "Q4_0"))
+    int qmats = !strcmp(m->cfg.torch_dtype, "Q8_0") || !strcmp(m->cfg.torch_dtype, "Q4_0");
+    if (qmats)
         snprintf(kernels, sizeof kernels, "%s", ts_cpu_gemm_q_name(ts_cpu_best_variant()));
     else
         snprintf(kernels, sizeof kernels, "prefill %s; decode %s", ts_cpu_prefill_kernel_name(ts_cpu_best_variant()),
                  ts_cpu_decode_kernel_name(ts_cpu_best_variant()));
     /* The decode prefetch distances this process measured and kept (target/cpu/prefetch.h) */
     char pfd[512] = "";
-    int qmats = !strcmp(m->cfg.torch_dtype, "Q8_0") || !strcmp(m->cfg.torch_dtype, "Q4_0");
     /* only the kernels that take part: the FP32 BF16 GEMV (not the x3 one), the VNNI Q GEMVs */
     if (ts_cpu_best_variant() >= TS_CPU_AVX512BF16 &&
         (qmats ? ts_cpu_features_get()->avx512vnni : ts_cpu_avx512_decode_f32()))
