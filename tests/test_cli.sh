@@ -4,6 +4,7 @@
 set -u
 NAME=cli
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/deploy_rounds.sh"
 
 # relcmp A B HEADER_BYTES LIMIT LABEL: rel_l2 of two float32 files after equal headers
 relcmp() {
@@ -63,9 +64,10 @@ relcmp "$TMP/h.bin" "$G/hidden_2.bin" 12 1e-4 "qwen2_bias hidden states" && ok |
 # phase 0 against HF goldens passes; a corrupted golden makes the gate fail with exit 8
 # One thread: phase 7 re-measures this deployment's speed claims in a fresh process, and a tiny
 # model's microsecond decode steps on two threads swing 2-3x between processes with the pool's
-# wake-ups (measured this session: 24k-62k tok/s back to back; one thread 38k-50k), as
-# test_deploy.sh explains for its own deployments. Two CI runs failed here on exactly that.
-expect 0 "phase 0: PASS" -- "$BIN" deploy "$FIX/hf/llama_gqa_rope3" --out "$TMP/dep2" --threads 1
+# wake-ups (measured: 24k-62k tok/s back to back; one thread 38k-50k). Even on one thread two CI
+# runs failed here on a claim not reproduced (one decode, one TTFT under ASan), so a claim FAIL
+# gets the rounds of deploy_rounds.sh, as test_deploy.sh's deployments do.
+deploy_ok "$TMP/dep2" "phase 0: PASS" "$FIX/hf/llama_gqa_rope3" --out "$TMP/dep2" --threads 1
 python3 - "$TMP/dep2" <<'PY' && ok || bad "an HF-compared deployment does not record phase 0 PASS / all gates passed"
 import json, sys
 d = sys.argv[1]
