@@ -173,6 +173,7 @@ int cmd_bench(int argc, char **argv) {
     if (!s) s = ts_measure_decode(m, &mo, (int)decode_ctx, (int)gen, &dec, &err);
     double rss_mb = ts_proc_kb("/proc/self/status", "VmHWM:") / 1024.0; /* before the probes' 1 GiB buffer */
     double huge_mb = dec.anon_huge_mb; /* copied weights in THP, read while the decode session held them */
+    double pmd_mb = dec.file_pmd_mb;   /* weights read from the mmap in 2 MiB folios (io/mmap.c) */
     ts_peaks pk;
     if (!s) s = ts_measure_peaks(m, nth, 8, &pk, &err);
     if (!s) ts_peaks_max(&pk, &pk0);
@@ -221,12 +222,13 @@ int cmd_bench(int argc, char **argv) {
                "\"peak_read_by_pattern\": {\"stream_4k\": %.2f, \"gemv_4k\": %.2f, \"stream_2m\": %.2f, "
                "\"gemv_2m\": %.2f, \"best\": \"%s\", \"huge_page_share\": %.3f}, \"decode_exceeds_read_peak\": %s, "
                "\"decode_prefetch\": \"%s\", \"dispatches_per_layer\": %.2f, \"load_s\": %.3f, \"cold_ttft_s\": %.3f, "
-               "\"rss_peak_mb\": %.1f, \"anon_huge_mb\": %.1f, \"copied_weights\": %s, \"trials\": %lld, "
+               "\"rss_peak_mb\": %.1f, \"anon_huge_mb\": %.1f, \"file_pmd_mb\": %.1f, \"copied_weights\": %s, "
+               "\"trials\": %lld, "
                "\"prefill\": [",
                dir, variant, kernels, nth, sizes[n_sizes - 1], last->rate, last->rate_sd, pf_gflops[n_sizes - 1], decode_ctx,
                dec.rate, dec.rate_sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac,
                dec_frac, pk.read_stream_4k_gbs, pk.read_gemv_4k_gbs, pk.read_stream_2m_gbs, pk.read_gemv_2m_gbs,
-               pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", pfd, dpl, t_load, cold_ttft, rss_mb, huge_mb, copy_weights ? "true" : "false", trials);
+               pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", pfd, dpl, t_load, cold_ttft, rss_mb, huge_mb, pmd_mb, copy_weights ? "true" : "false", trials);
         for (int k = 0; k < n_sizes; k++)
             printf("%s{\"tokens\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"gflops\": %.2f}", k ? ", " : "",
                    sizes[k], pf[k].rate, pf[k].rate_sd, pf_gflops[k]);
@@ -251,6 +253,8 @@ int cmd_bench(int argc, char **argv) {
         printf("dispatches per layer %.0f; load %.3f s; cold time to first token %.3f s; peak RSS %.0f MB\n", dpl,
                t_load, cold_ttft, rss_mb);
         if (copy_weights) printf("weights copied at load: %.0f MB of it in transparent huge pages\n", huge_mb);
+        else if (pmd_mb >= 0) /* 4 KiB pages where the file was cached in small folios before (io/mmap.c) */
+            printf("weights read from the mmap: %.0f MB of them mapped in 2 MiB pages\n", pmd_mb);
     }
     for (int k = 0; k < n_sizes; k++) ts_measurement_free(&pf[k]);
     ts_measurement_free(&dec);

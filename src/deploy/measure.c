@@ -85,9 +85,9 @@ static ts_status open_plan(const ts_model *m, const ts_measure_opts *o, int max_
     return s;
 }
 
-/* AnonHugePages of this process in MiB, or -1. */
-static double anon_huge_mb(void) {
-    long kb = ts_proc_kb("/proc/self/smaps_rollup", "AnonHugePages:");
+/* A field of this process's smaps_rollup (AnonHugePages:, FilePmdMapped:) in MiB, or -1. */
+static double rollup_mb(const char *field) {
+    long kb = ts_proc_kb("/proc/self/smaps_rollup", field);
     return kb < 0 ? -1 : (double)kb / 1024;
 }
 
@@ -101,7 +101,8 @@ static void finish(ts_measurement *r, const ts_cpu *cp, int tokens, int profile_
     r->dpl = ts_cpu_dispatches_per_layer(cp);
     r->copied = ts_cpu_converted_bytes(cp);
     r->profile = profile_json(cp, profile_per);
-    r->anon_huge_mb = anon_huge_mb(); /* the session still holds its weights */
+    r->anon_huge_mb = rollup_mb("AnonHugePages:"); /* the session still holds its weights */
+    r->file_pmd_mb = rollup_mb("FilePmdMapped:");
 }
 
 static ts_status begin(const ts_measure_opts *o, ts_measurement *r, ts_error *err) {

@@ -42,6 +42,8 @@ typedef struct ts_measurement {
     json_t *profile;           /* where the warm time goes, per dispatch (caller decrefs) */
     double anon_huge_mb;       /* this process's anonymous memory in huge pages while the session
                                 * lived (copied weights in THP; -1 where not readable) */
+    double file_pmd_mb;        /* this process's file pages mapped 2 MiB at a time then (weights
+                                * read from the mmap in large folios, io/mmap.c; -1 likewise) */
 } ts_measurement;
 
 /* Warm prefill of P tokens. Threads, trials, P, C and D must be >= 1 (TS_ERR_ARG). */
