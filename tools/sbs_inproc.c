@@ -1,0 +1,209 @@
+/* Decode side by side with llama.cpp in ONE process: tessera and llama.cpp (linked as a
+ * library, its public llama.h API) each keep a session on the same GGUF file, prefill the same
+ * context once, then decode in alternating rounds (the order swapped every round), and a read
+ * bandwidth probe runs between rounds.
+ *
+ * Why: on a shared host whose memory bandwidth swings by 1.5x within a minute (a 2-core Zen 5
+ * VM: tessera bench's probe read 46-80 GB/s), runs in separate processes, as llama-bench and
+ * tools/sbs_decode.sh do, compare two moments as much as two programs. Here each round pairs
+ * the two within about a second, and each round's GB/s sits next to its own probe, so a run
+ * faster than the probe shows up in the round it happened.
+ *
+ * Built and run by tools/sbs_inproc.sh (needs a llama.cpp build: LLAMA_DIR); not part of the
+ * project's build or tests. Output: one line per round, then a summary; --json adds one JSON
+ * object per file on the last line. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "llama.h"
+
+#include "core/clock.h"
+#include "core/error.h"
+#include "core/metrics.h"
+#include "deploy/measure.h"
+#include "deploy/phases.h"
+#include "model/model.h"
+#include "target/cpu/cpu_target.h"
+
+typedef struct args {
+    const char *file, *weights;
+    int ctx, gen, rounds, threads, probe, json;
+} args;
+
+static int usage(void) {
+    fprintf(stderr, "usage: sbs_inproc FILE.gguf [--ctx 128] [--gen 32] [--rounds 8] [--threads 2] "
+                    "[--weights default|mmap|copy] [--no-probe] [--json]\n");
+    return 64;
+}
+
+/* tessera's arm: one session, the context prefilled once; a round truncates back to it and
+ * decodes gen greedy tokens (what ts_measure_decode times, without a new session per round). */
+typedef struct ts_arm {
+    ts_cpu *cp;
+    float *lg, *lg0;
+    int nv;
+} ts_arm;
+
+static double ts_round(ts_arm *a, int ctx, int gen, ts_error *e) {
+    ts_cpu_truncate(a->cp, ctx);
+    memcpy(a->lg, a->lg0, sizeof(float) * (size_t)a->nv);
+    double t = ts_now_s();
+    for (int g = 0; g < gen; g++) {
+        int32_t tok = ts_argmax(a->lg, a->nv);
+        if (ts_cpu_forward(a->cp, &tok, 1, a->lg, 0, NULL, e)) return -1;
+    }
+    return gen / (ts_now_s() - t);
+}
+
+/* llama.cpp's arm, the same shape: sequence 0 cut back to the context, gen greedy tokens at
+ * explicit positions. */
+typedef struct ll_arm {
+    struct llama_context *ctx;
+    float *lg0;
+    int nv;
+} ll_arm;
+
+static double ll_round(ll_arm *a, int ctx, int gen) {
+    llama_memory_seq_rm(llama_get_memory(a->ctx), 0, ctx, -1);
+    struct llama_batch b = llama_batch_init(1, 0, 1);
+    const float *lg = a->lg0;
+    double t = ts_now_s();
+    for (int g = 0; g < gen; g++) {
+        b.n_tokens = 1;
+        b.token[0] = ts_argmax(lg, a->nv);
+        b.pos[0] = ctx + g;
+        b.n_seq_id[0] = 1;
+        b.seq_id[0][0] = 0;
+        b.logits[0] = 1;
+        if (llama_decode(a->ctx, b)) {
+            llama_batch_free(b);
+            return -1;
+        }
+        lg = llama_get_logits_ith(a->ctx, -1);
+    }
+    double r = gen / (ts_now_s() - t);
+    llama_batch_free(b);
+    return r;
+}
+
+static int cmp_d(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+int main(int argc, char **argv) {
+    args A = {NULL, "default", 128, 32, 8, 2, 1, 0};
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ctx") && i + 1 < argc) A.ctx = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gen") && i + 1 < argc) A.gen = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) A.rounds = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) A.threads = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--weights") && i + 1 < argc) A.weights = argv[++i];
+        else if (!strcmp(argv[i], "--no-probe")) A.probe = 0;
+        else if (!strcmp(argv[i], "--json")) A.json = 1;
+        else if (argv[i][0] != '-' && !A.file) A.file = argv[i];
+        else return usage();
+    }
+    if (!A.file || A.ctx < 1 || A.gen < 1 || A.rounds < 1 || A.rounds > 1000 || A.threads < 1) return usage();
+    ts_error e;
+    ts_model *m = NULL;
+    if (ts_model_open(A.file, &m, &e)) return fprintf(stderr, "sbs_inproc: %s\n", e.msg), 1;
+    const ts_config *c = ts_model_config(m);
+    int copy = !strcmp(A.weights, "copy") || (!strcmp(A.weights, "default") && ts_cpu_default_copy(m));
+    /* zero-copy switched off: the weights copied (to huge pages), their mapped pages dropped */
+    ts_cpu_opts co = {.n_threads = A.threads, .force_variant = -1, .disable = copy ? TS_OPT_ZERO_COPY : 0,
+                      .release_source = copy};
+    int32_t *toks = malloc(sizeof(int32_t) * (size_t)A.ctx);
+    ts_arm ta = {.nv = c->n_vocab};
+    ta.lg = malloc(sizeof(float) * (size_t)c->n_vocab);
+    ta.lg0 = malloc(sizeof(float) * (size_t)c->n_vocab);
+    if (!toks || !ta.lg || !ta.lg0) return fprintf(stderr, "sbs_inproc: out of memory\n"), 1;
+    ts_phase_prompt_tokens(c, 7, 200, toks, A.ctx);
+    if (ts_cpu_new(m, A.ctx + A.gen, &co, &ta.cp, &e) || ts_cpu_forward(ta.cp, toks, A.ctx, ta.lg0, 0, NULL, &e))
+        return fprintf(stderr, "sbs_inproc: tessera: %s\n", e.msg), 1;
+
+    llama_backend_init();
+    struct llama_model_params mp = llama_model_default_params();
+    struct llama_model *lm = llama_model_load_from_file(A.file, mp);
+    if (!lm) return fprintf(stderr, "sbs_inproc: llama.cpp could not load %s\n", A.file), 1;
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)(A.ctx + A.gen + 64);
+    cp.n_batch = cp.n_ubatch = (uint32_t)(A.ctx > 512 ? 512 : A.ctx);
+    cp.n_threads = cp.n_threads_batch = A.threads;
+    ll_arm la = {llama_init_from_model(lm, cp), NULL, llama_vocab_n_tokens(llama_model_get_vocab(lm))};
+    if (!la.ctx || la.nv != c->n_vocab)
+        return fprintf(stderr, "sbs_inproc: llama.cpp context failed or vocab %d != %d\n", la.nv, c->n_vocab), 1;
+    for (int p = 0; p < A.ctx; p += (int)cp.n_batch) { /* the context, as tessera's */
+        int n = A.ctx - p < (int)cp.n_batch ? A.ctx - p : (int)cp.n_batch;
+        struct llama_batch b = llama_batch_init(n, 0, 1);
+        for (int i = 0; i < n; i++) {
+            b.token[i] = toks[p + i], b.pos[i] = p + i, b.n_seq_id[i] = 1, b.seq_id[i][0] = 0;
+            b.logits[i] = p + i == A.ctx - 1;
+        }
+        b.n_tokens = n;
+        int rc = llama_decode(la.ctx, b);
+        llama_batch_free(b);
+        if (rc) return fprintf(stderr, "sbs_inproc: llama.cpp prefill failed (%d)\n", rc), 1;
+    }
+    la.lg0 = malloc(sizeof(float) * (size_t)la.nv);
+    memcpy(la.lg0, llama_get_logits_ith(la.ctx, -1), sizeof(float) * (size_t)la.nv);
+
+    /* bytes a token reads, tessera's count for both (llama.cpp's F16 KV cache is half of
+     * ours, so its GB/s is overstated by that half at long contexts) */
+    double bytes = ts_measure_decode_bytes(m, A.ctx + A.gen / 2.0);
+    double *ratio = malloc(sizeof(double) * (size_t)A.rounds);
+    double sum_t = 0, sum_l = 0, max_ft = 0, max_fl = 0;
+    int wins = 0;
+    /* one warm-up round each, not counted */
+    if (ts_round(&ta, A.ctx, A.gen, &e) < 0 || ll_round(&la, A.ctx, A.gen) < 0)
+        return fprintf(stderr, "sbs_inproc: warm-up failed\n"), 1;
+    printf("sbs_inproc %s: %s weights, %d threads, context %d, %d tokens a round, %.0f MB a token\n", A.file,
+           copy ? "copied" : "mmap", A.threads, A.ctx, A.gen, bytes / 1e6);
+    for (int r = 0; r < A.rounds; r++) {
+        double rt = 0, rl = 0;
+        for (int k = 0; k < 2; k++) {
+            struct timespec pause = {0, 100 * 1000 * 1000}; /* OpenMP workers of llama.cpp spin a while */
+            nanosleep(&pause, NULL);
+            if ((k == 0) == (r % 2 == 0)) rt = ts_round(&ta, A.ctx, A.gen, &e);
+            else rl = ll_round(&la, A.ctx, A.gen);
+        }
+        if (rt <= 0 || rl <= 0) return fprintf(stderr, "sbs_inproc: round %d failed\n", r), 1;
+        double peak = 0;
+        if (A.probe) {
+            ts_peaks pk;
+            if (!ts_measure_peaks(m, A.threads, 2, &pk, &e)) peak = pk.read_gbs;
+        }
+        double gt = bytes * rt / 1e9, gl = bytes * rl / 1e9;
+        ratio[r] = rt / rl;
+        sum_t += rt, sum_l += rl, wins += rt > rl;
+        if (peak > 0) max_ft = fmax(max_ft, gt / peak), max_fl = fmax(max_fl, gl / peak);
+        printf("round %d (%s first): tessera %.2f tok/s %.1f GB/s, llama.cpp %.2f tok/s %.1f GB/s, ratio %.3f", r,
+               r % 2 == 0 ? "tessera" : "llama.cpp", rt, gt, rl, gl, ratio[r]);
+        if (peak > 0) printf("; probe %.1f GB/s (fractions %.2f, %.2f)", peak, gt / peak, gl / peak);
+        printf("\n");
+        fflush(stdout);
+    }
+    qsort(ratio, (size_t)A.rounds, sizeof(double), cmp_d);
+    double med = A.rounds % 2 ? ratio[A.rounds / 2] : 0.5 * (ratio[A.rounds / 2 - 1] + ratio[A.rounds / 2]);
+    printf("summary: tessera / llama.cpp median %.3f (min %.3f, max %.3f), tessera faster in %d of %d rounds; "
+           "means %.2f vs %.2f tok/s", med, ratio[0], ratio[A.rounds - 1], wins, A.rounds, sum_t / A.rounds,
+           sum_l / A.rounds);
+    if (A.probe) printf("; largest fraction of the round's probe: tessera %.2f, llama.cpp %.2f", max_ft, max_fl);
+    printf("\n");
+    if (A.json)
+        printf("{\"file\": \"%s\", \"weights\": \"%s\", \"threads\": %d, \"ctx\": %d, \"gen\": %d, \"rounds\": %d, "
+               "\"median_ratio\": %.4f, \"min_ratio\": %.4f, \"max_ratio\": %.4f, \"tessera_faster_rounds\": %d, "
+               "\"tessera_tok_s\": %.3f, \"llama_tok_s\": %.3f, \"max_probe_fraction_tessera\": %.3f, "
+               "\"max_probe_fraction_llama\": %.3f}\n", A.file, copy ? "copy" : "mmap", A.threads, A.ctx, A.gen,
+               A.rounds, med, ratio[0], ratio[A.rounds - 1], wins, sum_t / A.rounds, sum_l / A.rounds, max_ft, max_fl);
+    llama_free(la.ctx);
+    llama_model_free(lm);
+    llama_backend_free();
+    ts_cpu_free(ta.cp);
+    ts_model_close(m);
+    free(toks), free(ta.lg), free(ta.lg0), free(la.lg0), free(ratio);
+    return 0;
+}
