@@ -133,7 +133,7 @@ static void test_measure(const ts_model *m) {
         json_t *j = ts_measurement_json(&r, "prefill_tok_s");
         static const char *keys[] = {"create_ms", "cold_ms", "warm_ms_mean", "warm_ms_sd", "prefill_tok_s",
                                      "prefill_tok_s_sd", "samples_tok_s", "dispatches_per_layer",
-                                     "weights_copied_bytes"};
+                                     "weights_copied_bytes", "anon_huge_mb", "file_pmd_mb"};
         for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
             CHECK(json_object_get(j, keys[k]) != NULL, "measurement JSON lacks %s", keys[k]);
         CHECK(json_object_size(j) == sizeof keys / sizeof *keys, "measurement JSON has %zu keys",
@@ -144,7 +144,9 @@ static void test_measure(const ts_model *m) {
         CHECK(json_number_value(json_object_get(j, "prefill_tok_s")) == r.rate &&
                   json_number_value(json_object_get(j, "prefill_tok_s_sd")) == r.rate_sd &&
                   json_number_value(json_object_get(j, "warm_ms_mean")) == r.mean_ms &&
-                  json_integer_value(json_object_get(j, "dispatches_per_layer")) == 3,
+                  json_integer_value(json_object_get(j, "dispatches_per_layer")) == 3 &&
+                  json_number_value(json_object_get(j, "file_pmd_mb")) == r.file_pmd_mb &&
+                  json_number_value(json_object_get(j, "anon_huge_mb")) == r.anon_huge_mb,
               "measurement JSON values");
         json_decref(j);
         ts_measurement_free(&r);

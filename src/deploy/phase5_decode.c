@@ -96,6 +96,10 @@ ts_status ts_phase5_run(const ts_model *m, const ts_perf_opts *o, const json_t *
     /* Peaks of this machine now, for the bandwidth fraction. */
     ts_peaks pk = {0};
     if (!s) s = ts_measure_peaks(m, o->threads, 2, &pk, err);
+    if (!s && out) /* the pages the final plan read its weights from (docs/loading.md) */
+        fprintf(out, copy ? "  weights copied at load, %.0f MB of them in transparent huge pages\n"
+                          : "  weights read from the mmap, %.0f MB of them mapped in 2 MiB pages\n",
+                copy ? fin.anon_huge_mb : fin.file_pmd_mb);
     for (int i = 0; i < o->n_sizes && !s; i++) {
         int C = o->sizes[i];
         if (C + D > c->max_pos) {
