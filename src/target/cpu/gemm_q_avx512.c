@@ -128,7 +128,11 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
  * k's code dword m. Both loads stay inside the unit. */
 static const int32_t q4_code_idx[16] __attribute__((aligned(64))) = {0, 19, 9, 28, 1, 20, 10, 29,
                                                                     2, 21, 11, 30, 3, 22, 12, 31};
-/* Byte offsets of the 16 Q4_0 blocks of a group (a gather of their scales, in block order). */
+/* Byte offsets of the 16 Q4_0 blocks of a group (a gather of their scales, in block order).
+ * The gather stays although it costs about a quarter of the kernel on a matrix in L2 (Zen 5, one
+ * core: 34.5 GB/s, 47-48 with the scales not read): the same scales taken from the code loads by
+ * vpermt2w plus four 2-byte loads read 41.6-41.9 GB/s from L2 but 3-7% fewer bytes per cycle in
+ * the 2-thread decode from DRAM, measured in one process (docs/performance.md, session 25). */
 static const int32_t q4_scale_off[16] __attribute__((aligned(64))) = {0,   18,  36,  54,  72,  90,  108, 126,
                                                                      144, 162, 180, 198, 216, 234, 252, 270};
 /* Byte offsets of the 16 Q8_0 blocks of a group in lane order (a gather of their scales). */
