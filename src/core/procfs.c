@@ -5,13 +5,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-long ts_proc_kb(const char *file, const char *key) {
+void ts_proc_kbs(const char *file, const char *const *keys, long *out, int n) {
     FILE *f = fopen(file, "r");
     char line[256];
-    long kb = -1;
-    size_t n = strlen(key);
+    for (int i = 0; i < n; i++) out[i] = -1;
     while (f && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, n)) kb = atol(line + n);
+        for (int i = 0; i < n; i++)
+            if (!strncmp(line, keys[i], strlen(keys[i]))) out[i] = atol(line + strlen(keys[i]));
     if (f) fclose(f);
+}
+
+long ts_proc_kb(const char *file, const char *key) {
+    long kb;
+    ts_proc_kbs(file, &key, &kb, 1);
     return kb;
 }

@@ -85,10 +85,14 @@ static ts_status open_plan(const ts_model *m, const ts_measure_opts *o, int max_
     return s;
 }
 
-/* A field of this process's smaps_rollup (AnonHugePages:, FilePmdMapped:) in MiB, or -1. */
-static double rollup_mb(const char *field) {
-    long kb = ts_proc_kb("/proc/self/smaps_rollup", field);
-    return kb < 0 ? -1 : (double)kb / 1024;
+/* This process's anonymous huge pages and file pages mapped 2 MiB at a time, in MiB (-1 where
+ * unreadable), from one read of smaps_rollup. */
+static void huge_mb(double *anon, double *file) {
+    static const char *const keys[2] = {"AnonHugePages:", "FilePmdMapped:"};
+    long kb[2];
+    ts_proc_kbs("/proc/self/smaps_rollup", keys, kb, 2);
+    *anon = kb[0] < 0 ? -1 : (double)kb[0] / 1024;
+    *file = kb[1] < 0 ? -1 : (double)kb[1] / 1024;
 }
 
 /* Fills the statistics from r->samples, which hold each trial's milliseconds on entry and
@@ -101,8 +105,7 @@ static void finish(ts_measurement *r, const ts_cpu *cp, int tokens, int profile_
     r->dpl = ts_cpu_dispatches_per_layer(cp);
     r->copied = ts_cpu_converted_bytes(cp);
     r->profile = profile_json(cp, profile_per);
-    r->anon_huge_mb = rollup_mb("AnonHugePages:"); /* the session still holds its weights */
-    r->file_pmd_mb = rollup_mb("FilePmdMapped:");
+    huge_mb(&r->anon_huge_mb, &r->file_pmd_mb); /* the session still holds its weights */
 }
 
 static ts_status begin(const ts_measure_opts *o, ts_measurement *r, ts_error *err) {
