@@ -151,10 +151,7 @@ typedef struct qgw {
 static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8_t *p, ts_dtype dt, ts_pf pf) {
     if (dt == TS_DTYPE_Q8_0) {
         const size_t bb = 2 + TS_QBLOCK;
-        if (pf.l1)
-            for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + pf.l1 + 64 * l, _MM_HINT_T0);
-        if (pf.l2)
-            for (int l = 0; l < 9; l++) _mm_prefetch((const char *)p + pf.l2 + 64 * l, _MM_HINT_T1);
+        ts_pf_lines(p, pf, 9); /* the group's 544 bytes */
         for (int j = 0; j < 8; j++) {
             const uint8_t *p0 = p + 2 * (size_t)j * bb;
             o->c[j] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(p0 + 2))),
@@ -166,10 +163,7 @@ static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8
         return;
     }
     const __m512i idx = _mm512_load_si512(q4_code_idx), m4 = _mm512_set1_epi8(15);
-    if (pf.l1)
-        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + pf.l1 + 64 * l, _MM_HINT_T0);
-    if (pf.l2)
-        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)p + pf.l2 + 64 * l, _MM_HINT_T1);
+    ts_pf_lines(p, pf, 5); /* the group's 288 bytes */
     __m512i pu[4];
     for (int u = 0; u < 4; u++)
         pu[u] = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 72 * u + 2), idx, _mm512_loadu_si512(p + 72 * u + 8));
@@ -253,6 +247,8 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
     return _mm512_reduce_add_ps(qg_tail(acc, row, qx, b, nb, dt));
 }
 
+static inline ts_pf_kind pf_kind(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : TS_PF_Q4; }
+
 static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_qx qx, const uint8_t *W, int K,
                                                               int n0, int n1, ts_dtype dt) {
     int nb = K / TS_QBLOCK, ng = nb / QG;
@@ -271,7 +267,7 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
     }
     qgx x4;
     qg_prepare(&x4, buf, buf + kg, corr, d, qx, ng, dt);
-    ts_pf_kind kind = dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : TS_PF_Q4;
+    ts_pf_kind kind = pf_kind(dt);
     uint64_t bytes = (uint64_t)(n1 - n0) * rb, t0;
     int c = ts_pf_begin(kind, bytes, &t0);
     ts_pf pf = ts_pf_candidate(kind, c);
@@ -306,8 +302,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     }
     __m512 acc[TS_GEMM_BATCH_MAX];
     const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
-    ts_pf_kind kind = dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : TS_PF_Q4;
-    ts_pf pf = ts_pf_candidate(kind, ts_pf_current(kind));
+    ts_pf pf = ts_pf_candidate(pf_kind(dt), ts_pf_current(pf_kind(dt)));
     for (int n = n0; n < n1; n++) {
         const uint8_t *row = W + (size_t)n * rb;
         for (int s = 0; s < S; s++) acc[s] = _mm512_setzero_ps();

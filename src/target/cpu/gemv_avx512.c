@@ -66,14 +66,7 @@ static inline __attribute__((always_inline)) void rows_dot(float *out, const flo
     for (int g = 0; g < G; g++) a[g][0] = a[g][1] = a[g][2] = a[g][3] = _mm512_setzero_ps();
     int b = 0;
     for (; b + 64 <= K; b += 64) {
-        if (pf.l1) { /* both lines of the 128 B */
-            _mm_prefetch((const char *)(w + b) + pf.l1, _MM_HINT_T0);
-            _mm_prefetch((const char *)(w + b) + pf.l1 + 64, _MM_HINT_T0);
-        }
-        if (pf.l2) {
-            _mm_prefetch((const char *)(w + b) + pf.l2, _MM_HINT_T1);
-            _mm_prefetch((const char *)(w + b) + pf.l2 + 64, _MM_HINT_T1);
-        }
+        ts_pf_lines(w + b, pf, 2); /* both lines of the 128 B */
         __m512i w0 = _mm512_loadu_si512(w + b), w1 = _mm512_loadu_si512(w + b + 32);
         /* one load per 64 bytes of W: left to itself GCC loads each chunk twice (a memory
          * operand of the shift and another of the mask); on Zen 5 (a 2-core EPYC, family 26)
