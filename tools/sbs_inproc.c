@@ -28,9 +28,11 @@
 #include "model/model.h"
 #include "target/cpu/cpu_target.h"
 
+enum { MAXF = 8 }; /* files in one --types run */
 typedef struct args {
     const char *file, *weights;
-    int ctx, gen, rounds, threads, probe, json, types;
+    const char *files[MAXF]; /* every file named, file = files[0] */
+    int n_files, ctx, gen, rounds, threads, probe, json, types;
 } args;
 
 static int usage(void) {
@@ -128,15 +130,9 @@ static int cmp_d(const void *x, const void *y) {
 /* --types: tessera alone on several files of one model (BF16, Q8_0, Q4_0), each as `run` places
  * it, in alternating rounds (the order rotated every round): each file's speed over the
  * first's per round, which is what "Q8_0 >= 1.8x our BF16" asks of the same moment. */
-static int types_mode(const args *A, int argc, char **argv) {
-    enum { MAXF = 8 };
-    const char *files[MAXF];
-    int n = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--ctx") || !strcmp(argv[i], "--gen") || !strcmp(argv[i], "--rounds") ||
-            !strcmp(argv[i], "--threads") || !strcmp(argv[i], "--weights")) i++;
-        else if (argv[i][0] != '-' && n < MAXF) files[n++] = argv[i];
-    }
+static int types_mode(const args *A) {
+    const char *const *files = A->files;
+    int n = A->n_files;
     if (n < 2) return usage();
     ts_arm a[MAXF];
     for (int f = 0; f < n; f++)
@@ -175,7 +171,7 @@ static int types_mode(const args *A, int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    args A = {NULL, "default", 128, 32, 8, 2, 1, 0, 0};
+    args A = {.weights = "default", .ctx = 128, .gen = 32, .rounds = 8, .threads = 2, .probe = 1};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ctx") && i + 1 < argc) A.ctx = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) A.gen = atoi(argv[++i]);
@@ -185,11 +181,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-probe")) A.probe = 0;
         else if (!strcmp(argv[i], "--json")) A.json = 1;
         else if (!strcmp(argv[i], "--types")) A.types = 1;
-        else if (argv[i][0] != '-' && (!A.file || A.types)) A.file = A.file ? A.file : argv[i];
+        else if (argv[i][0] != '-' && A.n_files < MAXF) A.files[A.n_files++] = argv[i];
         else return usage();
     }
-    if (!A.file || A.ctx < 1 || A.gen < 1 || A.rounds < 1 || A.rounds > 1000 || A.threads < 1) return usage();
-    if (A.types) return types_mode(&A, argc, argv);
+    A.file = A.files[0];
+    if (!A.file || (A.n_files > 1 && !A.types) || A.ctx < 1 || A.gen < 1 || A.rounds < 1 || A.rounds > 1000 || A.threads < 1) return usage();
+    if (A.types) return types_mode(&A);
     ts_error e;
     ts_arm ta;
     if (ts_arm_open(&ta, A.file, A.weights, A.threads, A.ctx, A.gen)) return 1;
