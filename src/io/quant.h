@@ -12,6 +12,12 @@
 /* IEEE half, rounded to nearest even (F16C's _cvtss_sh(x, 0)); NaN stays a quiet NaN,
  * magnitudes from 65520 up become infinity. */
 uint16_t ts_f32_to_f16(float f);
+/* What an F16 KV cache stores for f (--kv-cache f16): ts_f32_to_f16 of f saturated at +-65504,
+ * the largest half, rather than infinity (a key past it would turn its scores into NaN);
+ * NaN stays NaN. The oracle and every cpu variant round their K and V rows this way. */
+static inline uint16_t ts_f32_to_f16_sat(float f) {
+    return ts_f32_to_f16(f > 65504.0f ? 65504.0f : f < -65504.0f ? -65504.0f : f);
+}
 
 typedef enum ts_quant_result {
     TS_QUANT_OK = 0,

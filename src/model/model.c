@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/error.h"
 #include "model/gguf_model.h"
@@ -148,6 +149,15 @@ static ts_status open_gguf(ts_model *m, const char *path, ts_error *err) {
         return s;
     return bind_all(m, err);
 }
+
+int ts_kv_cache_parse(const char *s) {
+    if (!s) return -1;
+    if (!strcasecmp(s, "f32")) return TS_DTYPE_F32;
+    if (!strcasecmp(s, "f16")) return TS_DTYPE_F16;
+    return -1;
+}
+
+const char *ts_kv_cache_name(int kv_type) { return kv_type == TS_DTYPE_F16 ? "f16" : "f32"; }
 
 ts_status ts_model_open(const char *dir, ts_model **out, ts_error *err) {
     *out = NULL;

@@ -33,7 +33,16 @@ struct ts_model {
     struct ts_gguf *gguf;
     int quantized;  /* -1, or the type ts_model_quantize made the matrices at load (--quant) */
     int quant_kept; /* matrices it left as stored: rows not whole 32-element blocks */
+    /* What the KV cache holds, in every target and in the oracle: TS_DTYPE_F32 (the default,
+     * zeroed by calloc) or TS_DTYPE_F16 (--kv-cache f16: K and V rows rounded as
+     * ts_f32_to_f16_sat does when stored, so the oracle computes exactly what the targets do). */
+    int kv_type;
 };
+
+/* "f32" / "f16" (either case) -> TS_DTYPE_F32 / TS_DTYPE_F16; -1 for anything else. */
+int ts_kv_cache_parse(const char *s);
+/* "f32" or "f16": the spelling --kv-cache takes and manifests record. */
+const char *ts_kv_cache_name(int kv_type);
 
 const ts_config *ts_model_config(const ts_model *m);
 /* The weight matrices in the order a forward pass reads them: per layer q, k, v, o, gate, up,

@@ -18,23 +18,24 @@ void ts_cpu_softmax(float *sc, int n) {
     for (int j = 0; j < n; j++) sc[j] *= inv;
 }
 
-static float dot_scalar(const float *a, const float *b, int n) {
+/* a . (the cache row at element kb), n elements */
+static float dot_scalar(const float *a, const void *k, size_t kb, int n, int f16) {
     float s[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
-    for (; i < n; i++) s[0] += a[i] * b[i];
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * ts_kv_get(k, kb + i + j, f16);
+    for (; i < n; i++) s[0] += a[i] * ts_kv_get(k, kb + i, f16);
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-void ts_cpu_attn_row_scalar(float *out, const float *q, const float *k, const float *v, int n_ctx,
-                            int stride, int hd, float scale, float *scores) {
-    for (int j = 0; j < n_ctx; j++) scores[j] = dot_scalar(q, ts_kv_row(k, j, stride, hd), hd) * scale;
+void ts_cpu_attn_row_scalar(float *out, const float *q, const void *k, const void *v, int n_ctx,
+                            int stride, int hd, float scale, float *scores, int f16) {
+    for (int j = 0; j < n_ctx; j++) scores[j] = dot_scalar(q, k, ts_kv_idx(j, stride, hd), hd, f16) * scale;
     ts_cpu_softmax(scores, n_ctx);
     for (int i = 0; i < hd; i++) out[i] = 0;
     for (int j = 0; j < n_ctx; j++) {
-        const float *vj = ts_kv_row(v, j, stride, hd);
-        for (int i = 0; i < hd; i++) out[i] += scores[j] * vj[i];
+        size_t vb = ts_kv_idx(j, stride, hd);
+        for (int i = 0; i < hd; i++) out[i] += scores[j] * ts_kv_get(v, vb + i, f16);
     }
 }
 

@@ -15,6 +15,14 @@
 #include "target/cpu/attn.h"
 #include "target/cpu/transpose_avx512.h"
 
+#define INL static inline __attribute__((always_inline))
+
+/* 16 cache elements from element i on, as FP32 (attn.h: an F16 cache widened exactly) */
+INL __m512 ld16(const void *p, size_t i, int f16) {
+    return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)p + i)))
+               : _mm512_loadu_ps((const float *)p + i);
+}
+
 /* exp(x) for x <= 0 (scores minus their maximum); NaN stays NaN. */
 static inline __m512 exp512(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-88.0f), x); /* second operand wins on NaN */
@@ -53,13 +61,13 @@ static void softmax_row(float *sc, int n, int ns) {
 
 /* Scores of 16 query rows (rows >= T repeat row 0, their results are unused) against keys
  * [j0, j0 + 16) (keys >= n_all read as zero). */
-static void score_block(float *sc, int ns, const float *q, int q_stride, int T, const float *k, int stride, int j0,
-                        int n_all, int hd, float scale) {
+INL void score_block(float *sc, int ns, const float *q, int q_stride, int T, const void *k, int stride, int j0,
+                     int n_all, int hd, float scale, int f16) {
     __m512 kt[128];
     for (int i0 = 0; i0 < hd; i0 += 16) {
         __m512i r[16];
         for (int t = 0; t < 16; t++)
-            r[t] = j0 + t < n_all ? _mm512_loadu_si512(ts_kv_row(k, j0 + t, stride, hd) + i0) : _mm512_setzero_si512();
+            r[t] = j0 + t < n_all ? _mm512_castps_si512(ld16(k, ts_kv_idx(j0 + t, stride, hd) + i0, f16)) : _mm512_setzero_si512();
         ts_transpose16_epi32(r);
         for (int c = 0; c < 16; c++) kt[i0 + c] = _mm512_castsi512_ps(r[c]);
     }
@@ -79,9 +87,8 @@ static void score_block(float *sc, int ns, const float *q, int q_stride, int T, 
 
 /* out rows [t0, t0 + R) (rows >= T not stored) = sum over keys j < n_all of p[t][j] v[j], with
  * NV = hd / 16 vectors per row; R * NV <= 24 accumulators. */
-static inline __attribute__((always_inline)) void pv_group(float *out, int out_stride, const float *p, int ns,
-                                                           const float *v, int stride, int hd, int n_all, int t0,
-                                                           int T, int R, int NV) {
+INL void pv_group(float *out, int out_stride, const float *p, int ns, const void *v, size_t v0, int stride, int hd,
+                  int n_all, int t0, int T, int R, int NV, int f16) {
     __m512 acc[16][8];
     const float *pr[16];
 #pragma GCC unroll 16
@@ -91,10 +98,10 @@ static inline __attribute__((always_inline)) void pv_group(float *out, int out_s
         for (int c = 0; c < NV; c++) acc[r][c] = _mm512_setzero_ps();
     }
     for (int j = 0; j < n_all; j++) {
-        const float *vj = ts_kv_row(v, j, stride, hd);
+        size_t vj = v0 + ts_kv_idx(j, stride, hd);
         __m512 vv[8];
 #pragma GCC unroll 8
-        for (int c = 0; c < NV; c++) vv[c] = _mm512_loadu_ps(vj + 16 * c);
+        for (int c = 0; c < NV; c++) vv[c] = ld16(v, vj + 16 * c, f16);
 #pragma GCC unroll 16
         for (int r = 0; r < R; r++) {
             __m512 b = _mm512_set1_ps(pr[r][j]);
@@ -106,29 +113,41 @@ static inline __attribute__((always_inline)) void pv_group(float *out, int out_s
         for (int c = 0; c < NV; c++) _mm512_storeu_ps(out + (size_t)(t0 + r) * out_stride + 16 * c, acc[r][c]);
 }
 
-#define PV_FN(NV, R)                                                                               \
-    static void pv_##NV(float *out, int out_stride, const float *p, int ns, const float *v, int stride, \
-                        int n_all, int T) {                                                        \
-        for (int t0 = 0; t0 < T; t0 += R) pv_group(out, out_stride, p, ns, v, stride, 16 * NV, n_all, t0, T, R, NV); \
+#define PV_FN(NV, R, F16, NAME)                                                                        \
+    static void NAME(float *out, int out_stride, const float *p, int ns, const void *v, int stride, int n_all, int T) { \
+        for (int t0 = 0; t0 < T; t0 += R) pv_group(out, out_stride, p, ns, v, 0, stride, 16 * NV, n_all, t0, T, R, NV, F16); \
     }
-PV_FN(1, 16)
-PV_FN(2, 12)
-PV_FN(4, 6)
-PV_FN(8, 3)
+PV_FN(1, 16, 0, pv_1)
+PV_FN(2, 12, 0, pv_2)
+PV_FN(4, 6, 0, pv_4)
+PV_FN(8, 3, 0, pv_8)
+PV_FN(1, 16, 1, pv_1h)
+PV_FN(2, 12, 1, pv_2h)
+PV_FN(4, 6, 1, pv_4h)
+PV_FN(8, 3, 1, pv_8h)
 #undef PV_FN
 
 int ts_cpu_attn_tile_avx512_ok(int hd) { return hd == 16 || hd == 32 || hd == 64 || hd == 128; }
 
-void ts_cpu_attn_tile_avx512(float *out, int out_stride, const float *q, int q_stride, const float *k,
-                             const float *v, int n_ctx0, int T, int stride, int hd, float scale, float *scores) {
+static void score_blocks_f32(float *sc, int ns, const float *q, int q_stride, int T, const void *k, int stride,
+                             int n_all, int hd, float scale) {
+    for (int j0 = 0; j0 < n_all; j0 += 16) score_block(sc, ns, q, q_stride, T, k, stride, j0, n_all, hd, scale, 0);
+}
+static void score_blocks_f16(float *sc, int ns, const float *q, int q_stride, int T, const void *k, int stride,
+                             int n_all, int hd, float scale) {
+    for (int j0 = 0; j0 < n_all; j0 += 16) score_block(sc, ns, q, q_stride, T, k, stride, j0, n_all, hd, scale, 1);
+}
+
+void ts_cpu_attn_tile_avx512(float *out, int out_stride, const float *q, int q_stride, const void *k,
+                             const void *v, int n_ctx0, int T, int stride, int hd, float scale, float *scores, int f16) {
     int n_all = n_ctx0 + T - 1, ns = (n_all + 15) & ~15;
-    for (int j0 = 0; j0 < n_all; j0 += 16) score_block(scores, ns, q, q_stride, T, k, stride, j0, n_all, hd, scale);
+    (f16 ? score_blocks_f16 : score_blocks_f32)(scores, ns, q, q_stride, T, k, stride, n_all, hd, scale);
     for (int t = 0; t < T; t++) softmax_row(scores + (size_t)t * ns, n_ctx0 + t, ns);
     switch (hd) {
-    case 16: pv_1(out, out_stride, scores, ns, v, stride, n_all, T); break;
-    case 32: pv_2(out, out_stride, scores, ns, v, stride, n_all, T); break;
-    case 64: pv_4(out, out_stride, scores, ns, v, stride, n_all, T); break;
-    default: pv_8(out, out_stride, scores, ns, v, stride, n_all, T); break;
+    case 16: (f16 ? pv_1h : pv_1)(out, out_stride, scores, ns, v, stride, n_all, T); break;
+    case 32: (f16 ? pv_2h : pv_2)(out, out_stride, scores, ns, v, stride, n_all, T); break;
+    case 64: (f16 ? pv_4h : pv_4)(out, out_stride, scores, ns, v, stride, n_all, T); break;
+    default: (f16 ? pv_8h : pv_8)(out, out_stride, scores, ns, v, stride, n_all, T); break;
     }
 }
 
@@ -158,14 +177,14 @@ static inline __m256 hsum8(const __m512 v[8]) {
 
 /* sc[h * ns + j] = scale * q_h . k_j for the G heads and keys [0, n); NV = hd / 16. Writes whole
  * blocks of 8 (up to n rounded up to 8, <= ns), reading no key at or past n. */
-static inline __attribute__((always_inline)) void dec_scores(float *sc, int ns, const float *q, int G, const float *k,
-                                                            int stride, int n, int NV, float scale) {
+INL void dec_scores(float *sc, int ns, const float *q, int G, const void *k, int stride, int n, int NV, float scale,
+                    int f16) {
     const __m512 z = _mm512_setzero_ps();
     const __m256 s = _mm256_set1_ps(scale);
     for (int j = 0; j < n; j += 8) {
         /* j % 8 == 0 and TS_KV_BLOCK % 8 == 0: the 8 rows are consecutive rows of one block */
         int nk = n - j < 8 ? n - j : 8;
-        const float *kb = ts_kv_row(k, j, stride, NV * 16);
+        size_t kb = ts_kv_idx(j, stride, NV * 16);
         for (int h = 0; h < G; h += 2) {
             const float *q0 = q + (size_t)h * NV * 16, *q1 = h + 1 < G ? q0 + NV * 16 : q0;
             __m512 a0[8], a1[8];
@@ -175,7 +194,7 @@ static inline __attribute__((always_inline)) void dec_scores(float *sc, int ns, 
                 __m512 x0 = _mm512_loadu_ps(q0 + 16 * c), x1 = _mm512_loadu_ps(q1 + 16 * c);
 #pragma GCC unroll 8
                 for (int t = 0; t < 8; t++) {
-                    __m512 kv = t < nk ? _mm512_loadu_ps(kb + (size_t)t * NV * 16 + 16 * c) : z;
+                    __m512 kv = t < nk ? ld16(k, kb + (size_t)t * NV * 16 + 16 * c, f16) : z;
                     a0[t] = _mm512_fmadd_ps(x0, kv, a0[t]);
                     a1[t] = _mm512_fmadd_ps(x1, kv, a1[t]);
                 }
@@ -190,11 +209,11 @@ static inline __attribute__((always_inline)) void dec_scores(float *sc, int ns, 
  * at once, G x S accumulators (at most 16). The shapes of real models (head_dim 64 or 128, groups
  * up to 8) get pv_group with constant arguments, so the accumulators stay in registers; any other
  * shape one head and one vector at a time. */
-static void dec_pv(float *out, const float *p, int ns, const float *v, int stride, int n, int NV, int G) {
+INL void dec_pv(float *out, const float *p, int ns, const void *v, int stride, int n, int NV, int G, int f16) {
     int cap = G <= 2 ? 8 : G <= 4 ? 4 : G <= 8 ? 2 : 1, S = NV < cap ? NV : cap;
 #define PV_CASE(GG, SS)                                                                                  \
     if (G == GG && S == SS) {                                                                            \
-        for (int c = 0; c < NV; c += SS) pv_group(out + 16 * c, NV * 16, p, ns, v + 16 * c, stride, NV * 16, n, 0, GG, GG, SS); \
+        for (int c = 0; c < NV; c += SS) pv_group(out + 16 * c, NV * 16, p, ns, v, 16 * c, stride, NV * 16, n, 0, GG, GG, SS, f16); \
         return;                                                                                          \
     }
     PV_CASE(1, 8) PV_CASE(1, 4) PV_CASE(2, 8) PV_CASE(2, 4) PV_CASE(3, 4) PV_CASE(4, 4)
@@ -202,18 +221,26 @@ static void dec_pv(float *out, const float *p, int ns, const float *v, int strid
 #undef PV_CASE
     for (int h = 0; h < G; h++)
         for (int c = 0; c < NV; c++)
-            pv_group(out + (size_t)h * NV * 16 + 16 * c, NV * 16, p + (size_t)h * ns, ns, v + 16 * c, stride, NV * 16, n, 0, 1, 1, 1);
+            pv_group(out + (size_t)h * NV * 16 + 16 * c, NV * 16, p + (size_t)h * ns, ns, v, 16 * c, stride, NV * 16, n, 0, 1,
+                     1, 1, f16);
 }
 
-void ts_cpu_attn_group_avx512(float *out, const float *q, const float *k, const float *v, int n_ctx, int stride,
-                              int hd, float scale, float *scores, int G) {
+INL void group_t(float *out, const float *q, const void *k, const void *v, int n_ctx, int stride, int hd, float scale,
+                 float *scores, int G, int f16) {
     int NV = hd / 16, ns = (n_ctx + 15) & ~15;
     switch (NV) { /* constant NV for the score loop */
-    case 1: dec_scores(scores, ns, q, G, k, stride, n_ctx, 1, scale); break;
-    case 2: dec_scores(scores, ns, q, G, k, stride, n_ctx, 2, scale); break;
-    case 4: dec_scores(scores, ns, q, G, k, stride, n_ctx, 4, scale); break;
-    default: dec_scores(scores, ns, q, G, k, stride, n_ctx, 8, scale); break;
+    case 1: dec_scores(scores, ns, q, G, k, stride, n_ctx, 1, scale, f16); break;
+    case 2: dec_scores(scores, ns, q, G, k, stride, n_ctx, 2, scale, f16); break;
+    case 4: dec_scores(scores, ns, q, G, k, stride, n_ctx, 4, scale, f16); break;
+    default: dec_scores(scores, ns, q, G, k, stride, n_ctx, 8, scale, f16); break;
     }
     for (int h = 0; h < G; h++) softmax_row(scores + (size_t)h * ns, n_ctx, ns);
-    dec_pv(out, scores, ns, v, stride, n_ctx, NV, G);
+    dec_pv(out, scores, ns, v, stride, n_ctx, NV, G, f16);
+}
+
+/* the cache type a constant in each copy */
+void ts_cpu_attn_group_avx512(float *out, const float *q, const void *k, const void *v, int n_ctx, int stride,
+                              int hd, float scale, float *scores, int G, int f16) {
+    if (f16) group_t(out, q, k, v, n_ctx, stride, hd, scale, scores, G, 1);
+    else group_t(out, q, k, v, n_ctx, stride, hd, scale, scores, G, 0);
 }

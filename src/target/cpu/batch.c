@@ -37,13 +37,13 @@ ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err
         return ts_fail(err, TS_ERR_ARG, "cpu sequence: capacity %d outside [1, 2^24]", max_seq);
     ts_status st = ts_model_check_context(c->m, max_seq, "cpu sequence: capacity", err);
     if (st) return st;
-    size_t kv = ts_cpu_kv_floats(cf, max_seq);
+    size_t kv = ts_cpu_kv_floats(cf, max_seq) * c->kv_esize;
     ts_cpu_seq *s = calloc(1, sizeof *s);
-    if (s) *s = (ts_cpu_seq){c, malloc(kv * sizeof(float)), malloc(kv * sizeof(float)), max_seq, 0};
+    if (s) *s = (ts_cpu_seq){c, malloc(kv), malloc(kv), max_seq, 0};
     if (!s || !s->k_cache || !s->v_cache) {
         ts_cpu_seq_free(s);
         return ts_fail(err, TS_ERR_NOMEM, "cpu sequence: cannot allocate %zu MiB of KV cache (%d positions)",
-                       2 * kv * sizeof(float) >> 20, max_seq);
+                       2 * kv >> 20, max_seq);
     }
     if ((st = grow_scores(c, max_seq, err))) {
         ts_cpu_seq_free(s);
@@ -88,9 +88,9 @@ ts_status ts_cpu_seq_copy(ts_cpu_seq *dst, const ts_cpu_seq *src, int n, ts_erro
                 size_t a = rs - (size_t)p % rs, b = rd - (size_t)p % rd, m = a < b ? a : b;
                 r = (size_t)(n - p) < m ? n - p : (int)m;
                 size_t od = ts_cpu_kv_off(cf, dst->cap, l, g, p), os = ts_cpu_kv_off(cf, src->cap, l, g, p);
-                size_t len = (size_t)r * (size_t)cf->head_dim * sizeof(float);
-                memcpy(dst->k_cache + od, src->k_cache + os, len);
-                memcpy(dst->v_cache + od, src->v_cache + os, len);
+                size_t es = dst->c->kv_esize, len = (size_t)r * (size_t)cf->head_dim * es;
+                memcpy(ts_cpu_kv_at(dst->k_cache, od, es), ts_cpu_kv_at(src->k_cache, os, es), len);
+                memcpy(ts_cpu_kv_at(dst->v_cache, od, es), ts_cpu_kv_at(src->v_cache, os, es), len);
             }
     dst->n_past = n;
     return TS_OK;

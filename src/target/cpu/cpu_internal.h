@@ -26,7 +26,7 @@ typedef struct cpu_mat {
     ts_dtype dt; /* TS_DTYPE_BF16, TS_DTYPE_Q8_0 or TS_DTYPE_Q4_0 */
 } cpu_mat;
 
-/* A KV cache: FP32, (layer, block of R positions, kv head, position, head_dim) with R =
+/* A KV cache: FP32 or F16 (the model's kv_type, --kv-cache), (layer, block of R positions, kv head, position, head_dim) with R =
  * TS_KV_BLOCK, or the whole capacity when it is smaller (ts_cpu_kv_off; cap rounded up to whole
  * blocks). Decode attention reads one kv head's rows for a group of q heads: here up to 512 of
  * them are one contiguous run (256 KiB at head_dim 128), where position-major rows put them a
@@ -38,7 +38,7 @@ typedef struct cpu_mat {
  * path. */
 struct ts_cpu_seq {
     ts_cpu *c; /* the session it belongs to */
-    float *k_cache, *v_cache;
+    void *k_cache, *v_cache; /* elements of ts_cpu_kv_esize bytes */
     int cap, n_past;
 };
 
@@ -49,11 +49,15 @@ struct ts_cpu_seq {
 /* Positions per block of a cache of cap positions, and the positions it holds room for. */
 static inline size_t ts_cpu_kv_rows(int cap) { return cap < TS_KV_BLOCK ? (size_t)cap : TS_KV_BLOCK; }
 static inline size_t ts_cpu_kv_cap(int cap) { return ((size_t)cap + ts_cpu_kv_rows(cap) - 1) / ts_cpu_kv_rows(cap) * ts_cpu_kv_rows(cap); }
-/* Floats of K (and of V) in a cache of cap positions. */
+/* Elements of K (and of V) in a cache of cap positions. */
 static inline size_t ts_cpu_kv_floats(const ts_config *cf, int cap) {
     return (size_t)cf->n_layers * ts_cpu_kv_cap(cap) * (size_t)cf->n_kv_heads * (size_t)cf->head_dim;
 }
-/* Offset in floats of head g's row at position pos of layer l, in a cache of cap positions. A
+/* Bytes per cached element: 2 for an F16 cache, else 4. */
+static inline size_t ts_cpu_kv_esize(const ts_model *m) { return m->kv_type == TS_DTYPE_F16 ? 2 : 4; }
+/* Element off of a cache whose elements are esize bytes. */
+static inline void *ts_cpu_kv_at(void *cache, size_t off, size_t esize) { return (char *)cache + off * esize; }
+/* Offset in elements of head g's row at position pos of layer l, in a cache of cap positions. A
  * head's rows are then where the attention kernels look for them (ts_kv_row, attn.h) with
  * stride ts_cpu_kv_block: a cache smaller than one block never reaches a second one. */
 static inline size_t ts_cpu_kv_off(const ts_config *cf, int cap, int l, int g, int pos) {
@@ -82,6 +86,8 @@ struct ts_cpu {
     ts_gemm_fn gemv_batch;
     ts_gemm_q_fn gemv_batch_q;
     ts_attn_row_fn attn_row;
+    int kv_f16;     /* the KV cache holds F16 (m->kv_type): the attention kernels' f16 argument */
+    size_t kv_esize; /* bytes per cached element */
     int max_seq, chunk, nth;
     ts_cpu_seq self; /* the session's own KV cache (ts_cpu_forward) */
     ts_cpu_seq *kv;  /* the cache the next dispatches read and write: &self or a sequence */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "io/quant.h"
 #include "target/cpu/attn.h"
 #include "target/cpu/cpu_internal.h"
 #include "target/cpu/gemm.h"
@@ -199,14 +200,28 @@ static void st_rope(ts_cpu *c, int ith, int nth) {
     }
 }
 
+/* One head's row of hd values into an F16 cache, rounded as the oracle rounds (io/quant.h). */
+static void f16_row(const ts_cpu *c, void *dst, const float *src, int hd) {
+    if (c->variant >= TS_CPU_AVX2) ts_cpu_kv_f16_rows_avx2(dst, src, 1, hd, hd);
+    else
+        for (int i = 0; i < hd; i++) ((uint16_t *)dst)[i] = ts_f32_to_f16_sat(src[i]);
+}
+
 void ts_cpu_kv_store(const ts_config *cf, const ts_cpu_seq *kv, int l, int pos, int S, const float *k, int ldk,
                      const float *v, int ldv) {
-    size_t hd = (size_t)cf->head_dim;
+    const ts_cpu *c = kv->c;
+    size_t hd = (size_t)cf->head_dim, es = c->kv_esize;
     for (int s = 0; s < S; s++)
         for (int g = 0; g < cf->n_kv_heads; g++) {
             size_t off = ts_cpu_kv_off(cf, kv->cap, l, g, pos + s);
-            memcpy(kv->k_cache + off, k + (size_t)s * ldk + g * hd, sizeof(float) * hd);
-            memcpy(kv->v_cache + off, v + (size_t)s * ldv + g * hd, sizeof(float) * hd);
+            const float *ks = k + (size_t)s * ldk + g * hd, *vs = v + (size_t)s * ldv + g * hd;
+            if (c->kv_f16) {
+                f16_row(c, ts_cpu_kv_at(kv->k_cache, off, es), ks, (int)hd);
+                f16_row(c, ts_cpu_kv_at(kv->v_cache, off, es), vs, (int)hd);
+                continue;
+            }
+            memcpy(ts_cpu_kv_at(kv->k_cache, off, es), ks, sizeof(float) * hd);
+            memcpy(ts_cpu_kv_at(kv->v_cache, off, es), vs, sizeof(float) * hd);
         }
 }
 
@@ -214,9 +229,11 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     int hd = cf->head_dim, nh = cf->n_heads, Q = nh * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV;
     int group = nh / cf->n_kv_heads, a, b;
-    /* head g's rows from (kv)->*_cache + ts_cpu_kv_off(cf, cap, layer, g, 0), kvb floats between blocks */
+    /* head g's rows from element ts_cpu_kv_off(cf, cap, layer, g, 0) of (kv)->*_cache, kvb elements
+     * between blocks */
     const ts_cpu_seq *kv0 = c->kv;
-    int kvb = ts_cpu_kv_block(cf);
+    int kvb = ts_cpu_kv_block(cf), f16 = c->kv_f16;
+    size_t es = c->kv_esize;
     float scale = (float)(1.0 / sqrt((double)hd));
     if (c->variant >= TS_CPU_AVX2 && c->S > 1 && !c->batch && !(c->disable & TS_OPT_TILED_ATTN)) {
         /* Prefill: tiles of query rows per head, so each cached row is read once per tile. */
@@ -231,8 +248,9 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
             float *o = c->att + (size_t)s0 * Q + (size_t)h * hd;
             size_t ko = ts_cpu_kv_off(cf, kv0->cap, c->layer, g, 0);
             (wide ? ts_cpu_attn_tile_avx512 : ts_cpu_attn_tile_avx2)(o, Q, c->qkv + (size_t)s0 * NT + (size_t)h * hd, NT,
-                                                                    kv0->k_cache + ko, kv0->v_cache + ko,
-                                                                    c->pos0 + s0 + 1, T, kvb, hd, scale, sc);
+                                                                    ts_cpu_kv_at(kv0->k_cache, ko, es),
+                                                                    ts_cpu_kv_at(kv0->v_cache, ko, es), c->pos0 + s0 + 1,
+                                                                    T, kvb, hd, scale, sc, f16);
             for (int t = 0; t < T; t++) fault(c, TS_STEP_ATTENTION, o + (size_t)t * Q, s0 + t, h * hd, hd);
         }
         return;
@@ -252,8 +270,9 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
             int h0 = g * group;
             float *o = c->att + (size_t)s * Q + (size_t)h0 * hd;
             (wide ? ts_cpu_attn_group_avx512 : ts_cpu_attn_group_avx2)(o, c->qkv + (size_t)s * NT + (size_t)h0 * hd,
-                                                                      kv->k_cache + ko, kv->v_cache + ko, n_ctx, kvb, hd,
-                                                                      scale, sc, group);
+                                                                      ts_cpu_kv_at(kv->k_cache, ko, es),
+                                                                      ts_cpu_kv_at(kv->v_cache, ko, es), n_ctx, kvb, hd,
+                                                                      scale, sc, group, f16);
             for (int h = h0; h < h0 + group; h++) fault(c, TS_STEP_ATTENTION, c->att + (size_t)s * Q + (size_t)h * hd, s, h * hd, hd);
         }
         return;
@@ -266,8 +285,8 @@ static void st_attention(ts_cpu *c, int ith, int nth) {
         if (c->batch) kv = c->row_kv[s], n_ctx = c->row_pos[s] + 1; /* decode row s over its own sequence's cache */
         size_t ko = ts_cpu_kv_off(cf, kv->cap, c->layer, g, 0);
         float *o = c->att + (size_t)s * Q + (size_t)h * hd;
-        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, kv->k_cache + ko, kv->v_cache + ko, n_ctx, kvb, hd,
-                    scale, sc);
+        c->attn_row(o, c->qkv + (size_t)s * NT + (size_t)h * hd, ts_cpu_kv_at(kv->k_cache, ko, es),
+                    ts_cpu_kv_at(kv->v_cache, ko, es), n_ctx, kvb, hd, scale, sc, f16);
         fault(c, TS_STEP_ATTENTION, o, s, h * hd, hd);
     }
 }

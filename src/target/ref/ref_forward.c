@@ -1,12 +1,13 @@
 /* The ref target's forward pass: DESIGN.md's step list, one step at a time, in FP32, over an
- * FP32 KV cache. Prefill and decode are the same code (decode is a chunk of one token), so
- * the oracle has a single path to trust. */
+ * FP32 KV cache (holding F16-rounded values for --kv-cache f16). Prefill and decode are the
+ * same code (decode is a chunk of one token), so the oracle has a single path to trust. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "core/error.h"
 #include "core/pool.h"
+#include "io/quant.h"
 #include "model/model.h"
 #include "target/ref/ref_kernels.h"
 #include "target/ref/ref_mem.h"
@@ -149,6 +150,16 @@ static float *cache_at(const ts_ref *r, float *cache, int l, int pos) {
     return cache + ((size_t)l * (size_t)r->max_seq + (size_t)pos) * KV;
 }
 
+/* n values into the cache as the model's KV type holds them (ts_model.kv_type): FP32, or
+ * rounded to F16 and back, exactly what the targets' F16 caches give their attention. */
+static void cache_put(const ts_ref *r, float *dst, const float *src, size_t n) {
+    if (r->m->kv_type != TS_DTYPE_F16) {
+        memcpy(dst, src, n * sizeof(float));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) dst[i] = ts_f16_to_f32(ts_f32_to_f16_sat(src[i]));
+}
+
 /* One step of layer l on rows [0, S) (the step list in plan/steps.h). Rows are independent
  * everywhere but in rope (which writes the cache) and attention (which reads it). */
 static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0, ts_ref *const *seqs) {
@@ -184,8 +195,8 @@ static void run_step(ts_ref *r, int l, ts_step step, scratch *w, int S, int pos0
             float *qs = w->q + (size_t)s * Q, *ks = w->k + (size_t)s * KV;
             ts_ref_rope(qs, c->n_heads, hd, pos, r->inv_freq);
             ts_ref_rope(ks, c->n_kv_heads, hd, pos, r->inv_freq);
-            memcpy(cache_at(sq, sq->k_cache, l, pos), ks, (size_t)KV * sizeof(float));
-            memcpy(cache_at(sq, sq->v_cache, l, pos), w->v + (size_t)s * KV, (size_t)KV * sizeof(float));
+            cache_put(sq, cache_at(sq, sq->k_cache, l, pos), ks, (size_t)KV);
+            cache_put(sq, cache_at(sq, sq->v_cache, l, pos), w->v + (size_t)s * KV, (size_t)KV);
         }
         break;
     case TS_STEP_ATTENTION:
@@ -306,8 +317,8 @@ ts_status ts_ref_step(ts_ref *r, int l, ts_step step, ts_step_state *st, int S, 
     w.x = st->x, w.xn = st->xn, w.q = st->q, w.k = st->k, w.v = st->v, w.att = st->att, w.g = st->h;
     if (step == TS_STEP_ATTENTION) { /* the step reads keys and values of these rows from the cache */
         size_t off = (size_t)l * (size_t)r->max_seq * (size_t)KV + (size_t)pos0 * KV;
-        memcpy(r->k_cache + off, st->k, sizeof(float) * (size_t)S * KV);
-        memcpy(r->v_cache + off, st->v, sizeof(float) * (size_t)S * KV);
+        cache_put(r, r->k_cache + off, st->k, (size_t)S * KV);
+        cache_put(r, r->v_cache + off, st->v, (size_t)S * KV);
     }
     run_step(r, l, step, &w, S, pos0, NULL);
     free(buf);
