@@ -34,7 +34,7 @@ struct ts_deployment;
 ts_status cli_resolve_deployment(const char *cmd, struct ts_session_opts *o, struct ts_deployment *d, ts_error *err);
 /* Parses the flag at argv[*i] if it is a session option (-n, --temp, --top-k, --top-p, --min-p,
  * --repeat-penalty, --seed, --stop, --threads, --tokenizer, --ctx, --system, --weights,
- * --quant, --chat-template, --date, --no-think, --think), advancing *i past its value. Returns 1 when consumed, 0 when not a
+ * --quant, --kv-cache, --chat-template, --date, --no-think, --think), advancing *i past its value. Returns 1 when consumed, 0 when not a
  * session flag, -1 on a bad value (err says which flag and what was expected). */
 struct ts_session_opts;
 int cli_session_parse_flag(struct ts_session_opts *o, int argc, char **argv, int *i, ts_error *err);

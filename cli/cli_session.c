@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "core/error.h"
 #include "io/quant.h"
+#include "model/model.h"
 #include "runtime/session.h"
 
 const char *cli_session_flags_help(void) {
@@ -28,6 +29,9 @@ const char *cli_session_flags_help(void) {
            "                       Q8_0/Q4_0 files and the mmap for others)\n"
            "  --quant q8_0|q4_0    quantize BF16/F16/F32 weight matrices to Q8_0 / Q4_0 at load (as\n"
            "                       `tessera quantize` would write them); default: the weights as stored\n"
+           "  --kv-cache f32|f16   what the KV cache holds: f16 halves its memory and what a long-context\n"
+           "                       decode reads (K and V rounded to IEEE half); default: a deployment's\n"
+           "                       choice, else f32\n"
            "  --system TEXT        system message (chat templates)\n"
            "  --chat-template FILE a Jinja chat template (.jinja) used instead of the model's own\n"
            "  --date YYYY-MM-DD    the date the template's strftime_now() sees (Llama-3.2's \"Today Date\"),\n"
@@ -76,7 +80,7 @@ int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts
     }
     static const char *const with_value[] = {"-n", "--temp", "--top-k", "--top-p", "--min-p",
                                              "--repeat-penalty", "--seed", "--stop", "--threads",
-                                             "--tokenizer", "--ctx", "--system", "--weights", "--quant",
+                                             "--tokenizer", "--ctx", "--system", "--weights", "--quant", "--kv-cache",
                                              "--chat-template", "--date", "--lookup", "--lookup-ngram", "--lookup-min"};
     int known = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) known |= !strcmp(f, with_value[k]);
@@ -143,6 +147,8 @@ int cli_session_parse_flag(ts_session_opts *o, int argc, char **argv, int *i, ts
         if (!bad) o->copy_weights = !strcmp(v, "copy");
     } else if (!strcmp(f, "--quant")) {
         bad = (o->quant = ts_quant_parse(v)) < 0, want = "q8_0 or q4_0";
+    } else if (!strcmp(f, "--kv-cache")) {
+        bad = (o->kv_cache = ts_kv_cache_parse(v)) < 0, want = "f32 or f16";
     }
     if (bad) {
         ts_fail(err, TS_ERR_ARG, "%s expects %s, got \"%s\"", f, want, v);

@@ -26,11 +26,12 @@
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
     "                     [--trials 5] [--autotune] [--copy-weights|--mmap-weights] [--quant q8_0|q4_0]\n"
-    "                     [--json] [--batch 1,2,4,8]\n\n"
+    "                     [--kv-cache f32|f16] [--json] [--batch 1,2,4,8]\n\n"
     "--copy-weights copies the weights at load (2 MiB huge pages where the kernel allows),\n"
     "--mmap-weights reads them in place from the mmap; default: as `tessera run` does (a copy\n"
     "when the file stores Q8_0/Q4_0 matrices, else the mmap). --quant quantizes BF16/F16/F32 weight\n"
-    "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them).\n"
+    "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them). --kv-cache f16\n"
+    "holds the KV cache in IEEE half (default f32).\n"
     "--batch measures only batched decode instead (continuous batching): for each count B,\n"
     "B sequences with their own --decode-token contexts decode --gen tokens together; it\n"
     "reports the aggregate tokens/s and its ratio to B = 1.";
@@ -97,7 +98,7 @@ static int bench_batch(const char *dir, ts_model *m, const ts_measure_opts *mo, 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *prefill = "128,512", *batch = NULL;
     long long decode_ctx = 128, gen = 16, threads = 0, trials = 5;
-    int as_json = 0, autotune = 0, copy_weights = -1, quant = -1;
+    int as_json = 0, autotune = 0, copy_weights = -1, quant = -1, kv = TS_DTYPE_F32;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         long long lo = 1, hi = 1 << 20;
@@ -113,6 +114,9 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--mmap-weights")) copy_weights = 0;
         else if (!strcmp(argv[i], "--quant") && i + 1 < argc) {
             if ((quant = ts_quant_parse(argv[++i])) < 0) return cli_usage("bench", k_usage, "--quant expects q8_0 or q4_0");
+        }
+        else if (!strcmp(argv[i], "--kv-cache") && i + 1 < argc) {
+            if ((kv = ts_kv_cache_parse(argv[++i])) < 0) return cli_usage("bench", k_usage, "--kv-cache expects f32 or f16");
         }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: %s\n", k_usage);
@@ -134,6 +138,7 @@ int cmd_bench(int argc, char **argv) {
     ts_status s = ts_model_open(dir, &m, &err);
     if (!s && quant >= 0 && (s = ts_model_quantize(m, (ts_dtype)quant, &err))) ts_model_close(m);
     if (s) return cli_fail("bench", s, &err);
+    m->kv_type = kv;
     double t_open = ts_now_s() - t0;
     if (copy_weights < 0) copy_weights = ts_cpu_default_copy(m); /* as `tessera run` places them */
     int nth = ts_pool_resolve_threads((int)threads);

@@ -17,7 +17,7 @@ void cli_print_notice(void *user, const char *msg);
 
 static const char *k_usage = "tessera chat MODEL_DIR|DEPLOY_DIR [--system TEXT] [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
-                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--think|--no-think]\n"
+                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--kv-cache f32|f16] [--think|--no-think]\n"
                              "       [--chat-template FILE] [--date YYYY-MM-DD] [--verbose]";
 
 static void print_piece(void *user, const char *text, size_t len) {

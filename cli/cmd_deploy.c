@@ -1,7 +1,7 @@
 /* tessera deploy MODEL [--phases 0-7] [--golden FILE | --hf-python PY [--hf-script FILE]] [--out DIR]
  *                [--threads N] [--force] [--json] [--trials N] [--prefill N] [--prefill-sizes LIST]
  *                [--decode-contexts LIST]
- *                [--decode-tokens N] [--weights auto|mmap|copy] [--quant q8_0|q4_0]
+ *                [--decode-tokens N] [--weights auto|mmap|copy] [--quant q8_0|q4_0] [--kv-cache f32|f16]
  *                [--inject-fault STEP[:nan|:last][@LAYER]]
  * Parses the arguments into ts_deploy_opts; the phase driver is src/deploy/driver.c. */
 #include <stdio.h>
@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "deploy/deploy.h"
 #include "io/quant.h"
+#include "model/model.h"
 
 static const char *k_usage =
     "tessera deploy MODEL_DIR|FILE.gguf [--phases 0-7] [--golden GOLDEN_JSON | --hf-python PYTHON [--hf-script FILE]]\n"
@@ -19,6 +20,7 @@ static const char *k_usage =
     "                      [--json] [--trials N] [--prefill N] [--prefill-sizes 128,512]\n"
     "                      [--decode-contexts 128,1024] [--decode-tokens N] [--weights auto|mmap|copy]\n"
     "                      [--quant q8_0|q4_0]   (phases 1-7 on the weight matrices quantized at load)\n"
+    "                      [--kv-cache f32|f16]  (what phases 1-7's KV caches hold, the oracle's alike)\n"
     "                      [--inject-fault STEP[:nan|:last][@LAYER]]   (debug: corrupts one cpu step)";
 
 /* "2", "0-3": first and last phase; -1 on a malformed range. */
@@ -88,6 +90,8 @@ int cmd_deploy(int argc, char **argv) {
             p4->weights = !strcmp(w, "auto") ? -1 : !strcmp(w, "copy");
         } else if (!strcmp(argv[i], "--quant") && i + 1 < argc) {
             if ((o.quant = ts_quant_parse(argv[++i])) < 0) return cli_usage("deploy", k_usage, "--quant expects q8_0 or q4_0");
+        } else if (!strcmp(argv[i], "--kv-cache") && i + 1 < argc) {
+            if ((o.kv_cache = ts_kv_cache_parse(argv[++i])) < 0) return cli_usage("deploy", k_usage, "--kv-cache expects f32 or f16");
         } else if (!strcmp(argv[i], "--prefill-sizes") && i + 1 < argc) {
             if (parse_sizes(argv[++i], p4))
                 return cli_usage("deploy", k_usage, "--prefill-sizes expects up to 8 comma-separated lengths");

@@ -14,7 +14,7 @@
 
 static const char *k_usage =
     "tessera logits MODEL_DIR --tokens ID,ID,... --out FILE [--target ref|cpu] [--threads N]\n"
-    "                      [--last] [--hidden FILE] [--quant q8_0|q4_0]";
+    "                      [--last] [--hidden FILE] [--quant q8_0|q4_0] [--kv-cache f32|f16]";
 
 /* Parses "1,2,3" into a malloc'd array; returns the count or -1. */
 static int parse_tokens(const char *s, int32_t **out) {
@@ -47,7 +47,7 @@ static int parse_tokens(const char *s, int32_t **out) {
 
 int cmd_logits(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *outp = NULL, *target = "ref", *hidp = NULL;
-    int last = 0, quant = -1;
+    int last = 0, quant = -1, kv = TS_DTYPE_F32;
     long long threads = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tokens") && i + 1 < argc) tokens = argv[++i];
@@ -55,6 +55,9 @@ int cmd_logits(int argc, char **argv) {
         else if (!strcmp(argv[i], "--target") && i + 1 < argc) target = argv[++i];
         else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) hidp = argv[++i];
         else if (!strcmp(argv[i], "--last")) last = 1;
+        else if (!strcmp(argv[i], "--kv-cache") && i + 1 < argc) {
+            if ((kv = ts_kv_cache_parse(argv[++i])) < 0) return cli_usage("logits", k_usage, "--kv-cache expects f32 or f16");
+        }
         else if (!strcmp(argv[i], "--quant") && i + 1 < argc) {
             if ((quant = ts_quant_parse(argv[++i])) < 0) return cli_usage("logits", k_usage, "--quant expects q8_0 or q4_0");
         }
@@ -90,6 +93,7 @@ int cmd_logits(int argc, char **argv) {
     ts_status s = ts_model_open(model, &m, &err);
     /* the oracle then runs the dequantized quantized weights exactly (ts_dtype_to_f32) */
     if (!s && quant >= 0) s = ts_model_quantize(m, (ts_dtype)quant, &err);
+    if (!s) m->kv_type = kv; /* the oracle's cache rounded as the target's holds it */
     /* Both refusals come before the first large allocation: a request beyond the trained
      * context, or one the machine cannot hold, fails in milliseconds instead of running (or
      * swapping) for minutes. */

@@ -11,7 +11,7 @@
 
 static const char *k_usage = "tessera run MODEL_DIR|DEPLOY_DIR -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P]\n"
                              "       [--min-p P] [--repeat-penalty R] [--seed S] [--stop STR]... [--threads N]\n"
-                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--chat [--system TEXT] [--think|--no-think]\n"
+                             "       [--tokenizer PATH] [--ctx N] [--weights mmap|copy] [--quant q8_0|q4_0] [--kv-cache f32|f16] [--chat [--system TEXT] [--think|--no-think]\n"
                              "       [--chat-template FILE] [--date YYYY-MM-DD]] [--show-ids]\n"
                              "       [--lookup N [--lookup-ngram N] [--lookup-min N]]";
 
@@ -35,6 +35,10 @@ ts_status cli_resolve_deployment(const char *cmd, ts_session_opts *o, ts_deploym
     o->tiles = d->tiles;
     o->n_tiles = d->n_tiles;
     if (o->copy_weights < 0) o->copy_weights = d->copy_weights; /* --weights overrides */
+    if (o->kv_cache < 0 && d->kv_cache == TS_DTYPE_F16) { /* as deployed; --kv-cache overrides */
+        o->kv_cache = d->kv_cache;
+        fprintf(stderr, "tessera %s: note: %s was deployed with --kv-cache f16\n", cmd, d->model_dir);
+    }
     if (o->quant < 0 && d->quant >= 0) { /* as deployed; --quant overrides */
         o->quant = d->quant;
         fprintf(stderr, "tessera %s: note: %s was deployed with --quant %s: the weight matrices are quantized at "

@@ -20,7 +20,7 @@ static const char *k_usage =
     "       [--ctx N] [--chat-template FILE] [--date YYYY-MM-DD] [--think|--no-think] [--max-queue N]\n"
     "       [--cache-mb N] [--prefill-chunk N]\n"
     "       [--max-body BYTES] [--max-header BYTES] [--max-conn N] [--max-tokens-limit N] [--timeout S]\n"
-    "       [--model-name NAME] [--threads N] [--weights mmap|copy] [--quant q8_0|q4_0] [--tokenizer PATH]\n"
+    "       [--model-name NAME] [--threads N] [--weights mmap|copy] [--quant q8_0|q4_0] [--kv-cache f32|f16] [--tokenizer PATH]\n"
     "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--lookup N] [--lookup-ngram N]\n"
     "       [--lookup-min N] [--quiet]";
 
@@ -43,7 +43,7 @@ static const char *k_help =
     "  --model-name NAME      the model id /v1/models lists (default: the directory's name)\n"
     "  --think | --no-think   enable_thinking for requests whose chat_template_kwargs lack it\n"
     "  --temp, --top-k, --top-p, --min-p, --repeat-penalty: sampling for requests that omit the field\n"
-    "  --threads, --weights, --quant, --tokenizer, --chat-template, --date: as for tessera run\n"
+    "  --threads, --weights, --quant, --kv-cache, --tokenizer, --chat-template, --date: as for tessera run\n"
     "  --lookup N             prompt-lookup speculative decoding: up to N tokens per slot and step drafted from\n"
     "                         the prompt and reply (where the last tokens occurred before) and verified in the\n"
     "                         step's one pass; the text is exactly the text without it (default 8; 0: off)\n"
@@ -183,9 +183,9 @@ int cmd_serve(int argc, char **argv) {
         snprintf(placed, sizeof placed, "%.0f MB copied at load", (double)ts_session_copied_bytes(s) / 1e6);
     fprintf(stderr,
             "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, prefill chunk %d, lookup %d, "
-            "weights %s\n",
+            "weights %s, KV cache %s\n",
             so.model_name, ts_server_slots(srv), ts_session_n_ctx(s), ts_session_threads(s), so.prefill_chunk,
-            so.lookup, placed);
+            so.lookup, placed, o.kv_cache == TS_DTYPE_F16 ? "f16" : "f32");
     fprintf(stderr, "tessera serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", h, v6 ? "]" : "",
             ts_server_port(srv));
     fflush(stderr);

@@ -28,6 +28,9 @@ typedef struct ts_deploy_opts {
                                   matrices quantized at load (--quant); phase 0 checks the oracle
                                   on the weights as stored. Recorded in every report and the
                                   manifest; a resumed run must ask for the same. */
+    int kv_cache;              /* TS_DTYPE_F32 (default) or TS_DTYPE_F16: what phases 1-7's KV
+                                  caches hold, the oracle's rounded alike (--kv-cache). Recorded
+                                  like quant; a resumed run must ask for the same. */
 } ts_deploy_opts;
 
 /* Fills the defaults: phases 0-7, perf defaults, everything else off. */

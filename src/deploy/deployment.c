@@ -10,6 +10,7 @@
 #include "deploy/tiles.h"
 #include "io/quant.h"
 #include "deploy/placement.h"
+#include "model/model.h"
 #include "io/mmap.h"
 
 int ts_deployment_is(const char *dir) {
@@ -25,6 +26,14 @@ ts_status ts_deployment_quant(const json_t *q, const char *path, int *quant, ts_
     *quant = json_is_string(q) ? ts_quant_parse(json_string_value(q)) : -1;
     if (*quant < 0)
         return ts_fail(err, TS_ERR_FORMAT, "%s: model.quant: expected null, \"Q8_0\" or \"Q4_0\"", path);
+    return TS_OK;
+}
+
+ts_status ts_deployment_kv_cache(const json_t *k, const char *path, int *kv, ts_error *err) {
+    *kv = TS_DTYPE_F32;
+    if (!k) return TS_OK;
+    *kv = json_is_string(k) ? ts_kv_cache_parse(json_string_value(k)) : -1;
+    if (*kv < 0) return ts_fail(err, TS_ERR_FORMAT, "%s: model.kv_cache: expected \"f32\" or \"f16\"", path);
     return TS_OK;
 }
 
@@ -67,6 +76,8 @@ ts_status ts_deployment_load(const char *dir, ts_deployment *d, ts_error *err) {
     snprintf(where, sizeof where, "%s: target.weights", path);
     if (!s) s = ts_placement_parse(json_object_get(target, "weights"), where, &d->copy_weights, err);
     if (!s) s = ts_deployment_quant(json_object_get(json_object_get(man, "model"), "quant"), path, &d->quant, err);
+    if (!s)
+        s = ts_deployment_kv_cache(json_object_get(json_object_get(man, "model"), "kv_cache"), path, &d->kv_cache, err);
 done:
     json_decref(man);
     free(path);

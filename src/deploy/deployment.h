@@ -19,10 +19,14 @@ typedef struct ts_deployment {
     int gates_failed;     /* phases whose recorded verdict is FAIL, or 1 when the deploy was --force'd */
     int oracle_not_compared; /* phase 0 ran without Hugging Face goldens */
     int quant;               /* model.quant: -1, or the ts_dtype the matrices were quantized to at load */
+    int kv_cache;            /* model.kv_cache: TS_DTYPE_F32 (also when absent) or TS_DTYPE_F16 */
 } ts_deployment;
 
 /* model.quant of a manifest (null/absent: -1); path names the manifest in the message. */
 ts_status ts_deployment_quant(const json_t *q, const char *path, int *quant, ts_error *err);
+/* model.kv_cache of a manifest ("f32" / "f16"; absent: a deployment from before the option,
+ * FP32); path names the manifest in the message. */
+ts_status ts_deployment_kv_cache(const json_t *k, const char *path, int *kv, ts_error *err);
 /* 1 when dir holds a manifest.json. */
 int ts_deployment_is(const char *dir);
 /* Errors name the manifest and the field (TS_ERR_FORMAT) or the missing file (TS_ERR_IO). */

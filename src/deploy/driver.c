@@ -102,6 +102,7 @@ static ts_status load_earlier(const char *outdir, int lo, json_t *reports[TS_N_P
 /* The model phases 1-7 run: as stored, or with its matrices quantized at load. */
 static ts_status open_model(const ts_deploy_opts *o, ts_model **m, ts_error *err) {
     ts_status s = ts_model_open(o->model_dir, m, err);
+    if (!s) (*m)->kv_type = o->kv_cache;
     if (!s && o->quant >= 0 && (s = ts_model_quantize(*m, (ts_dtype)o->quant, err))) {
         ts_model_close(*m);
         *m = NULL;
@@ -176,10 +177,22 @@ ts_status ts_deploy_run(const ts_deploy_opts *o, ts_error *err) {
                         was ? was : "", now ? "--quant " : "the weights as stored", now ? now : "");
             goto done;
         }
+        /* absent: a report from before --kv-cache, which ran FP32 */
+        const char *kv_was = json_string_value(json_object_get(reports[p], "kv_cache"));
+        if (!kv_was) kv_was = "f32";
+        if (strcmp(kv_was, ts_kv_cache_name(o->kv_cache))) {
+            s = ts_fail(err, TS_ERR_ARG, "%s/phase%d.json ran a KV cache of %s; this run asks for --kv-cache %s (pass "
+                        "--kv-cache %s, or start again at phase 0)", outdir, p, kv_was, ts_kv_cache_name(o->kv_cache),
+                        kv_was);
+            goto done;
+        }
     }
     if (out && o->quant >= 0)
         fprintf(out, "weights: phase 0 checks the oracle on the weights as stored; phases 1-7 run the weight matrices "
                      "quantized to %s at load (the oracle on their exact dequantized values)\n", quant_name(o->quant));
+    if (out && o->kv_cache == TS_DTYPE_F16)
+        fprintf(out, "KV cache: F16 in phases 1-7 (K and V rounded to IEEE half when stored; the oracle's cache rounded "
+                     "alike)\n");
     if (earlier_fail >= 0) {
         if (!o->force) {
             s = ts_fail(err, TS_ERR_GATE, "phase %d failed its gate in an earlier run (%s/phase%d.json); phase %d "
@@ -200,6 +213,7 @@ ts_status ts_deploy_run(const ts_deploy_opts *o, ts_error *err) {
             json_object_set_new(reports[p], "wall_s", json_real(ts_now_s() - t_phase));
             json_object_set_new(reports[p], "threads", json_integer(threads));
             if (p >= 1) json_object_set_new(reports[p], "quant", o->quant >= 0 ? json_string(quant_name(o->quant)) : json_null());
+            if (p >= 1) json_object_set_new(reports[p], "kv_cache", json_string(ts_kv_cache_name(o->kv_cache)));
             if (first_fail != TS_OK) json_object_set_new(reports[p], "forced", json_true());
             char name[32];
             snprintf(name, sizeof name, "phase%d.json", p);

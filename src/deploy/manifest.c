@@ -36,6 +36,8 @@ static json_t *identity(const ts_model *m, ts_error *err, ts_status *s) {
     json_object_set_new(id, "n_params", json_integer((json_int_t)m->n_params));
     /* --quant: phases 1-7 ran the matrices quantized at load; eval and run do the same */
     json_object_set_new(id, "quant", m->quantized >= 0 ? json_string(ts_dtype_name((ts_dtype)m->quantized)) : json_null());
+    /* --kv-cache: what every phase's KV cache held (the oracle's rounded alike); eval and run too */
+    json_object_set_new(id, "kv_cache", json_string(ts_kv_cache_name(m->kv_type)));
     if ((*s = ts_sha256_file(m->config_path, hex, err))) {
         json_decref(files);
         return id;

@@ -65,7 +65,8 @@ int ts_measurement_valid(const ts_measurement *r, int trials);
 
 /* Mean and sample standard deviation. */
 void ts_measure_stats(const double *x, int n, double *mean, double *sd);
-/* Bytes a decode step reads: every weight matrix once (BF16) and the FP32 KV cache up to ctx. */
+/* Bytes a decode step reads: every weight matrix once (BF16, or Q8_0 / Q4_0 as stored) and the
+ * KV cache up to ctx (FP32, or F16 for --kv-cache f16). */
 double ts_measure_decode_bytes(const ts_model *m, double ctx);
 /* FLOPs of a prefill of S tokens: the weight GEMMs, causal attention, and the one-row LM head. */
 double ts_measure_prefill_flops(const ts_config *c, int S);

@@ -253,12 +253,16 @@ ts_status ts_evaluate(const char *dir, const ts_eval_opts *o, ts_verdict *verdic
     ts_model *m = NULL;
     ts_error e;
     const json_t *perf = json_object_get(man, "performance");
-    int quant = -1;
-    /* a --quant deployment: its matrices are quantized at load exactly as deploy did */
-    if (ts_deployment_quant(json_object_get(model, "quant"), "manifest.json", &quant, &e) || ts_model_open(mdir, &m, &e) ||
-        ts_model_check_values(m, &e) || (quant >= 0 && ts_model_quantize(m, (ts_dtype)quant, &e))) {
+    int quant = -1, kv = TS_DTYPE_F32;
+    /* a --quant deployment: its matrices are quantized at load exactly as deploy did; a
+     * --kv-cache f16 one holds (and its oracle rounds) the cache as deploy did */
+    if (ts_deployment_quant(json_object_get(model, "quant"), "manifest.json", &quant, &e) ||
+        ts_deployment_kv_cache(json_object_get(model, "kv_cache"), "manifest.json", &kv, &e) ||
+        ts_model_open(mdir, &m, &e) || ts_model_check_values(m, &e) ||
+        (quant >= 0 && ts_model_quantize(m, (ts_dtype)quant, &e))) {
         ts_eval_note(&k, TS_EVAL_FAIL, "%s", e.msg);
     } else {
+        m->kv_type = kv;
         /* Phase 1 again at the prefill sizes deploy's phase 1 checked (the trajectory's and every
          * TTFT size: their GEMM chunks), else the claimed TTFT sizes, else its defaults. */
         int sizes[TS_PERF_MAX_SIZES], n_sizes = 0;

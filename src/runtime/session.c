@@ -67,6 +67,7 @@ void ts_session_opts_default(ts_session_opts *o) {
     o->enable_thinking = -1;
     o->copy_weights = -1;
     o->quant = -1;
+    o->kv_cache = -1;
     o->now = -1;
 }
 
@@ -120,6 +121,7 @@ ts_status ts_session_open(const ts_session_opts *o, int need_template, ts_text_f
     }
     ts_status st = ts_model_open(o->model_dir, &s->m, err);
     if (!st && o->quant >= 0) st = ts_model_quantize(s->m, (ts_dtype)o->quant, err);
+    if (!st && o->kv_cache >= 0) s->m->kv_type = o->kv_cache;
     /* A GGUF carries its tokenizer and chat template; --tokenizer still overrides. */
     int from_gguf = !st && s->m->gguf && !o->tokenizer;
     if (from_gguf) st = ts_tok_from_gguf(s->m->gguf, &s->tok, err);

@@ -32,6 +32,7 @@ typedef struct ts_session_opts {
     int lookup_min;   /* --lookup-min: shortest suffix matched (0: TS_GEN_LOOKUP_MIN) */
     int quant;        /* --quant: TS_DTYPE_Q8_0 / TS_DTYPE_Q4_0 (weight matrices quantized at load,
                        * model/quantize.h), or -1 to run the weights as stored */
+    int kv_cache;     /* --kv-cache: TS_DTYPE_F32 / TS_DTYPE_F16 (ts_model.kv_type), or -1: FP32 */
     /* Said once per reply when the context caps it below max_tokens: how many tokens it can
      * have and where it stops (the caller prints it; may be NULL). */
     void (*on_notice)(void *user, const char *msg);
