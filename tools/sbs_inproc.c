@@ -32,12 +32,12 @@ enum { MAXF = 8 }; /* files in one --types run */
 typedef struct args {
     const char *file, *weights;
     const char *files[MAXF]; /* every file named, file = files[0] */
-    int n_files, ctx, gen, rounds, threads, probe, json, types;
+    int n_files, ctx, gen, rounds, threads, probe, json, types, kv;
 } args;
 
 static int usage(void) {
     fprintf(stderr, "usage: sbs_inproc FILE.gguf [--ctx 128] [--gen 32] [--rounds 8] [--threads 2] "
-                    "[--weights default|mmap|copy] [--no-probe] [--json]\n"
+                    "[--weights default|mmap|copy] [--kv-cache f32|f16] [--no-probe] [--json]\n"
                     "       sbs_inproc --types FILE.gguf OTHER.gguf... [--ctx/--gen/--rounds/--threads]: tessera alone\n"
                     "       on each file, in one process, each file's speed over the first's\n");
     return 64;
@@ -54,10 +54,11 @@ typedef struct ts_arm {
 } ts_arm;
 
 /* weights: default (as `tessera run` places them), mmap or copy (2 MiB huge pages). */
-static int ts_arm_open(ts_arm *a, const char *file, const char *weights, int threads, int ctx, int gen) {
+static int ts_arm_open(ts_arm *a, const char *file, const char *weights, int threads, int ctx, int gen, int kv) {
     ts_error e;
     memset(a, 0, sizeof *a);
     if (ts_model_open(file, &a->m, &e)) return fprintf(stderr, "sbs_inproc: %s\n", e.msg), 1;
+    a->m->kv_type = kv; /* --kv-cache (llama.cpp's arm keeps its default, F16) */
     const ts_config *c = ts_model_config(a->m);
     a->copy = !strcmp(weights, "copy") || (!strcmp(weights, "default") && ts_cpu_default_copy(a->m));
     /* zero-copy switched off: the weights copied (to huge pages), their mapped pages dropped */
@@ -136,7 +137,7 @@ static int types_mode(const args *A) {
     if (n < 2) return usage();
     ts_arm a[MAXF];
     for (int f = 0; f < n; f++)
-        if (ts_arm_open(&a[f], files[f], "default", A->threads, A->ctx, A->gen)) return 1;
+        if (ts_arm_open(&a[f], files[f], "default", A->threads, A->ctx, A->gen, A->kv)) return 1;
     ts_error e;
     double *ratio = malloc(sizeof(double) * (size_t)A->rounds * MAXF), rate[MAXF];
     if (!ratio) return 1;
@@ -171,14 +172,16 @@ static int types_mode(const args *A) {
 }
 
 int main(int argc, char **argv) {
-    args A = {.weights = "default", .ctx = 128, .gen = 32, .rounds = 8, .threads = 2, .probe = 1};
+    args A = {.weights = "default", .ctx = 128, .gen = 32, .rounds = 8, .threads = 2, .probe = 1, .kv = TS_DTYPE_F32};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ctx") && i + 1 < argc) A.ctx = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) A.gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) A.rounds = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) A.threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--weights") && i + 1 < argc) A.weights = argv[++i];
-        else if (!strcmp(argv[i], "--no-probe")) A.probe = 0;
+        else if (!strcmp(argv[i], "--kv-cache") && i + 1 < argc) {
+            if ((A.kv = ts_kv_cache_parse(argv[++i])) < 0) return usage();
+        } else if (!strcmp(argv[i], "--no-probe")) A.probe = 0;
         else if (!strcmp(argv[i], "--json")) A.json = 1;
         else if (!strcmp(argv[i], "--types")) A.types = 1;
         else if (argv[i][0] != '-' && A.n_files < MAXF) A.files[A.n_files++] = argv[i];
@@ -189,7 +192,7 @@ int main(int argc, char **argv) {
     if (A.types) return types_mode(&A);
     ts_error e;
     ts_arm ta;
-    if (ts_arm_open(&ta, A.file, A.weights, A.threads, A.ctx, A.gen)) return 1;
+    if (ts_arm_open(&ta, A.file, A.weights, A.threads, A.ctx, A.gen, A.kv)) return 1;
     ts_model *m = ta.m;
     const ts_config *c = ts_model_config(m);
     int32_t *toks = ta.toks;
@@ -221,8 +224,8 @@ int main(int argc, char **argv) {
     la.lg0 = malloc(sizeof(float) * (size_t)la.nv);
     memcpy(la.lg0, llama_get_logits_ith(la.ctx, -1), sizeof(float) * (size_t)la.nv);
 
-    /* bytes a token reads, tessera's count for both (llama.cpp's F16 KV cache is half of
-     * ours, so its GB/s is overstated by that half at long contexts) */
+    /* bytes a token reads, tessera's count for both (with --kv-cache f32, llama.cpp's F16 KV
+     * cache is half of ours, so its GB/s is overstated by that half at long contexts) */
     double bytes = ts_measure_decode_bytes(m, A.ctx + A.gen / 2.0);
     double *ratio = malloc(sizeof(double) * (size_t)A.rounds);
     double sum_t = 0, sum_l = 0, max_ft = 0, max_fl = 0, best_peak = 0;
@@ -230,8 +233,9 @@ int main(int argc, char **argv) {
     /* one warm-up round each, not counted */
     if (ts_round(&ta, A.ctx, A.gen, &e) < 0 || ll_round(&la, A.ctx, A.gen) < 0)
         return fprintf(stderr, "sbs_inproc: warm-up failed\n"), 1;
-    printf("sbs_inproc %s: %s weights, %d threads, context %d, %d tokens a round, %.0f MB a token\n", A.file,
-           copy ? "copied" : "mmap", A.threads, A.ctx, A.gen, bytes / 1e6);
+    printf("sbs_inproc %s: %s weights, %d threads, context %d, %d tokens a round, %.0f MB a token, tessera's KV "
+           "cache %s (llama.cpp's f16)\n", A.file, copy ? "copied" : "mmap", A.threads, A.ctx, A.gen, bytes / 1e6,
+           ts_kv_cache_name(A.kv));
     for (int r = 0; r < A.rounds; r++) {
         double rt = 0, rl = 0;
         for (int k = 0; k < 2; k++) {
@@ -271,11 +275,11 @@ int main(int argc, char **argv) {
                "fraction of a round's own probe: tessera %.2f, llama.cpp %.2f", best_peak, ft, fl, max_ft, max_fl);
     printf("\n");
     if (A.json)
-        printf("{\"file\": \"%s\", \"weights\": \"%s\", \"threads\": %d, \"ctx\": %d, \"gen\": %d, \"rounds\": %d, "
+        printf("{\"file\": \"%s\", \"weights\": \"%s\", \"kv_cache\": \"%s\", \"threads\": %d, \"ctx\": %d, \"gen\": %d, \"rounds\": %d, "
                "\"median_ratio\": %.4f, \"min_ratio\": %.4f, \"max_ratio\": %.4f, \"tessera_faster_rounds\": %d, "
                "\"tessera_tok_s\": %.3f, \"llama_tok_s\": %.3f, \"max_probe_fraction_tessera\": %.3f, "
                "\"max_probe_fraction_llama\": %.3f, \"best_probe_gbs\": %.2f, \"fraction_of_best_probe_tessera\": %.3f, "
-               "\"fraction_of_best_probe_llama\": %.3f}\n", A.file, copy ? "copy" : "mmap", A.threads, A.ctx, A.gen,
+               "\"fraction_of_best_probe_llama\": %.3f}\n", A.file, copy ? "copy" : "mmap", ts_kv_cache_name(A.kv), A.threads, A.ctx, A.gen,
                A.rounds, med, ratio[0], ratio[A.rounds - 1], wins, sum_t / A.rounds, sum_l / A.rounds, max_ft, max_fl, best_peak, ft, fl);
     llama_free(la.ctx);
     llama_model_free(lm);
