@@ -49,8 +49,12 @@ int ts_model_n_embd(const ts_model *m);
 /* ---- the ref target: FP32 oracle with a KV cache ---- */
 typedef struct ts_ref ts_ref;
 
-/* max_seq: KV cache capacity in tokens. The model must outlive the session. */
+/* max_seq: KV cache capacity in tokens. The model must outlive the session. The cache holds
+ * what the model's kv_type says at this call (FP32, or values rounded to F16). */
 ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err);
+/* Empties the cache and makes it hold kv_type (TS_DTYPE_F32 or TS_DTYPE_F16) from now on: the
+ * oracle on one model with either cache (what --kv-cache f16 cost, phase 3). */
+void ts_ref_set_kv_cache(ts_ref *r, int kv_type);
 void ts_ref_free(ts_ref *r);
 void ts_ref_reset(ts_ref *r); /* empties the KV cache */
 int ts_ref_n_past(const ts_ref *r);

@@ -61,6 +61,16 @@ rc=$?
 [ $rc -eq 0 ] && ok || bad "deploy --kv-cache f16 phases 1-3 exit $rc: $(tail -20 "$TMP/dk.log")"
 grep -qF "KV cache: F16 in phases 1-7" "$TMP/dk.log" && ok || bad "deploy did not say the KV cache is F16"
 grep -qE '"kv_cache": "f16"' "$D/phase3.json" && ok || bad "phase3.json does not record kv_cache f16"
+# what the F16 cache cost, the oracle with it against the oracle with an FP32 cache, gated in phase 3
+python3 - "$D/phase3.json" <<'EOF' && ok || bad "phase3.json lacks the kv_f16 agreement gates or record"
+import json, sys
+r = json.load(open(sys.argv[1]))
+gates = {g['metric']: g for g in r['gates']}
+k = r['kv_cache_agreement']
+print('F16 vs FP32 cache (oracle): top5 %d/%d, top-1 equal %d, rel_l2 %.3e' % (k['top5'], k['positions'], k['top1_equal'], k['logits_rel_l2']))
+ok = all(m in gates for m in ('kv_f16_decisive_top1', 'kv_f16_top5')) and k['type'] == 'f16' and 0 < k['logits_rel_l2'] < 1e-2
+sys.exit(0 if ok else 1)
+EOF
 expect 1 "ran a KV cache of f16; this run asks for --kv-cache f32" -- "$BIN" deploy "$HF" --out "$D" --phases 4-6 --threads 1
 "$BIN" deploy "$HF" --kv-cache f16 --out "$D" --phases 4-6 --threads 1 >"$TMP/dk2.log" 2>&1
 rc=$?

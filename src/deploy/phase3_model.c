@@ -87,7 +87,7 @@ ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
         if (out) fprintf(out, "  %s\n", line);
         json_array_append_new(gates, ts_gate_row("phase3", "position_violations", violations, out, &pass));
         json_array_append_new(gates, ts_gate_row("phase3", "lockstep_violations", lock_viol, out, &pass));
-        s = ts_phase_quant_agreement(m, ps, o, rep, gates, &pass, err);
+        s = ts_phase_precision_agreement(m, ps, o, rep, gates, &pass, err);
     }
     ts_ref_free(r);
     ts_cpu_free(cp);

@@ -40,9 +40,10 @@ ts_status ts_phase2_run(const ts_model *m, const ts_phase_opts *o, json_t **repo
 ts_status ts_phase3_run(const ts_model *m, const ts_phase_opts *o, json_t **report, ts_error *err);
 /* For a model quantized at load (m->quantized >= 0): the oracle on it against the oracle on the
  * weights as stored, on phase 3's prompts; appends the quant_* gate rows and rep.quantization.
- * Does nothing for other models. */
-ts_status ts_phase_quant_agreement(const ts_model *m, const ts_prompt_set *ps, const ts_phase_opts *o, json_t *rep,
-                                   json_t *gates, int *pass, ts_error *err);
+ * For an F16 KV cache (m->kv_type): the oracle with it against the oracle with an FP32 cache;
+ * the kv_f16_* rows and rep.kv_cache_agreement. Does nothing for other models. */
+ts_status ts_phase_precision_agreement(const ts_model *m, const ts_prompt_set *ps, const ts_phase_opts *o,
+                                       json_t *rep, json_t *gates, int *pass, ts_error *err);
 
 /* ---- phases 4-5: the optimization trajectory ----
  * Each times the cpu plan with its optimizations switched on one after another (the unfused,

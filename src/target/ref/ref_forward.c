@@ -22,6 +22,7 @@ struct ts_ref {
     int max_seq;
     int n_past;
     float *k_cache, *v_cache; /* (n_layers, max_seq, n_kv*head_dim) */
+    int kv_f16;               /* the cache holds values rounded to F16 (the model's kv_type at ts_ref_new) */
     float *inv_freq;          /* (head_dim/2) */
     ts_pool *pool;            /* NULL: single-threaded */
     size_t row_len;           /* the longest K of any matmul */
@@ -98,6 +99,7 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
     size_t kv = kv_floats(c, max_seq);
     r->m = m;
     r->max_seq = max_seq;
+    r->kv_f16 = m->kv_type == TS_DTYPE_F16;
     r->k_cache = malloc(kv * sizeof(float));
     r->v_cache = malloc(kv * sizeof(float));
     r->inv_freq = malloc((size_t)c->head_dim / 2 * sizeof(float));
@@ -110,6 +112,11 @@ ts_status ts_ref_new(const ts_model *m, int max_seq, ts_ref **out, ts_error *err
     ts_ref_rope_freqs(r->inv_freq, c);
     *out = r;
     return TS_OK;
+}
+
+void ts_ref_set_kv_cache(ts_ref *r, int kv_type) {
+    ts_ref_reset(r);
+    r->kv_f16 = kv_type == TS_DTYPE_F16;
 }
 
 ts_status ts_ref_set_threads(ts_ref *r, int n_threads, ts_error *err) {
@@ -150,10 +157,10 @@ static float *cache_at(const ts_ref *r, float *cache, int l, int pos) {
     return cache + ((size_t)l * (size_t)r->max_seq + (size_t)pos) * KV;
 }
 
-/* n values into the cache as the model's KV type holds them (ts_model.kv_type): FP32, or
- * rounded to F16 and back, exactly what the targets' F16 caches give their attention. */
+/* n values into the cache as the session holds them (r->kv_f16): FP32, or rounded to F16 and
+ * back, exactly what the targets' F16 caches give their attention. */
 static void cache_put(const ts_ref *r, float *dst, const float *src, size_t n) {
-    if (r->m->kv_type != TS_DTYPE_F16) {
+    if (!r->kv_f16) {
         memcpy(dst, src, n * sizeof(float));
         return;
     }
