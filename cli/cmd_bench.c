@@ -228,18 +228,20 @@ int cmd_bench(int argc, char **argv) {
                "\"gemv_2m\": %.2f, \"best\": \"%s\", \"huge_page_share\": %.3f}, \"decode_exceeds_read_peak\": %s, "
                "\"decode_prefetch\": \"%s\", \"dispatches_per_layer\": %.2f, \"load_s\": %.3f, \"cold_ttft_s\": %.3f, "
                "\"rss_peak_mb\": %.1f, \"anon_huge_mb\": %.1f, \"file_pmd_mb\": %.1f, \"copied_weights\": %s, "
-               "\"trials\": %lld, "
+               "\"trials\": %lld, \"kv_cache\": \"%s\", "
                "\"prefill\": [",
                dir, variant, kernels, nth, sizes[n_sizes - 1], last->rate, last->rate_sd, pf_gflops[n_sizes - 1], decode_ctx,
                dec.rate, dec.rate_sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac,
                dec_frac, pk.read_stream_4k_gbs, pk.read_gemv_4k_gbs, pk.read_stream_2m_gbs, pk.read_gemv_2m_gbs,
-               pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", pfd, dpl, t_load, cold_ttft, rss_mb, huge_mb, pmd_mb, copy_weights ? "true" : "false", trials);
+               pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", pfd, dpl, t_load, cold_ttft, rss_mb, huge_mb, pmd_mb, copy_weights ? "true" : "false", trials,
+               ts_kv_cache_name(kv));
         for (int k = 0; k < n_sizes; k++)
             printf("%s{\"tokens\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"gflops\": %.2f}", k ? ", " : "",
                    sizes[k], pf[k].rate, pf[k].rate_sd, pf_gflops[k]);
         printf("]}\n");
     } else {
-        printf("bench %s: cpu target, %s, %d threads, %lld trials\n", dir, variant, nth, trials);
+        printf("bench %s: cpu target, %s, %d threads, %lld trials, KV cache %s\n", dir, variant, nth, trials,
+               ts_kv_cache_name(kv));
         printf("kernels: %s\n", kernels);
         printf("machine peaks (this run): %.1f GFLOP/s %s, %.1f GB/s read (%s)\n", pk.flops_gflops,
                pk.flops_instr, pk.read_gbs, pk.read_best);

@@ -24,12 +24,13 @@ static int32_t tok_at(int i, int V) { return (int32_t)((i * 104729 + 7919) % V);
 
 /* Rows [0, n) of every layer's K and V equal? Returns the first differing layer*CAP+row or -1. */
 static int kv_diff(const ts_cpu_seq *a, const ts_cpu_seq *b, const ts_config *cf, int n) {
-    size_t hb = (size_t)cf->head_dim * sizeof(float);
+    size_t es = a->c->kv_esize, hb = (size_t)cf->head_dim * es;
     for (int l = 0; l < cf->n_layers; l++)
         for (int r = 0; r < n; r++)
             for (int g = 0; g < cf->n_kv_heads; g++) {
                 size_t oa = ts_cpu_kv_off(cf, a->cap, l, g, r), ob = ts_cpu_kv_off(cf, b->cap, l, g, r);
-                if (memcmp(a->k_cache + oa, b->k_cache + ob, hb) || memcmp(a->v_cache + oa, b->v_cache + ob, hb))
+                if (memcmp(ts_cpu_kv_at(a->k_cache, oa, es), ts_cpu_kv_at(b->k_cache, ob, es), hb) ||
+                    memcmp(ts_cpu_kv_at(a->v_cache, oa, es), ts_cpu_kv_at(b->v_cache, ob, es), hb))
                     return l * CAP + r;
             }
     return -1;

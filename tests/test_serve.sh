@@ -23,7 +23,7 @@ start_server "$TMP/s1.log" --parallel 4 --ctx 2048 --api-key "$KEY" --max-body 6
 URL=http://127.0.0.1:$PORT
 AUTH=(-H "Authorization: Bearer $KEY")
 # A server copies the weights into huge pages unless told (it lives long enough to repay it).
-grep -q "^tessera serve: model .*, weights [0-9]* MB copied at load$" "$TMP/s1.log" && ok || bad "serve did not copy: $(cat "$TMP/s1.log")"
+grep -q "^tessera serve: model .*, weights [0-9]* MB copied at load, KV cache f32$" "$TMP/s1.log" && ok || bad "serve did not copy: $(cat "$TMP/s1.log")"
 # req PATH BODY: POST with the key; prints the body, then "HTTP <code>" on its own line
 req() { curl -sS -m 30 "${AUTH[@]}" -H 'Content-Type: application/json' -w '\nHTTP %{http_code}\n' "$URL$1" -d "$2"; }
 code_of() { sed -n 's/^HTTP \([0-9]*\)$/\1/p' <<<"$1"; }
@@ -204,7 +204,7 @@ rc=$?
 start_server "$TMP/s2.log" --parallel 1 --max-queue 0 --ctx 1024 --quiet --weights mmap
 URL=http://127.0.0.1:$PORT
 AUTH=()
-grep -q "^tessera serve: model .*, weights read in place (mmap)$" "$TMP/s2.log" && ok || bad "--weights mmap: $(cat "$TMP/s2.log")"
+grep -q "^tessera serve: model .*, weights read in place (mmap), KV cache f32$" "$TMP/s2.log" && ok || bad "--weights mmap: $(cat "$TMP/s2.log")"
 long='{"prompt": "Once upon a time", "max_tokens": 800, "temperature": 0, "stream": true}'
 req /v1/completions "$long" >"$TMP/long" &
 cpid=$!
@@ -223,7 +223,18 @@ grep -q 'finishing the requests in flight' "$TMP/s2.log" && ok || bad "no drain 
 
 # --quant: the matrices sit in their own slab, which the start-up line says (no copy on top)
 start_server "$TMP/s3.log" --quant q8_0 --quiet
-grep -q "^tessera serve: model .*, weights quantized at load (--quant)$" "$TMP/s3.log" && ok || bad "--quant: $(cat "$TMP/s3.log")"
+grep -q "^tessera serve: model .*, weights quantized at load (--quant), KV cache f32$" "$TMP/s3.log" && ok || bad "--quant: $(cat "$TMP/s3.log")"
+kill -TERM "$SPID"
+wait "$SPID"
+
+# --kv-cache f16: the slots hold F16 caches; greedy text equals tessera run with the same cache
+start_server "$TMP/s4.log" --kv-cache f16 --parallel 2 --ctx 2048 --date 2026-03-14 --quiet
+URL=http://127.0.0.1:$PORT
+grep -q "^tessera serve: model .*, KV cache f16$" "$TMP/s4.log" && ok || bad "--kv-cache f16: $(cat "$TMP/s4.log")"
+want=$(run_text --kv-cache f16 -p "$P" -n 12)
+curl -sS -m 30 -H 'Content-Type: application/json' -w '\nHTTP %{http_code}\n' "$URL/v1/completions" \
+    -d "{\"prompt\": \"$P\", \"max_tokens\": 12, \"temperature\": 0}" >"$TMP/k1"
+[ -n "$want" ] && [ "$(text "$TMP/k1")" = "$want"$'\n'"finish=length usage=5,12,17" ] && ok || bad "--kv-cache f16 completion differs from run --kv-cache f16: $(cat "$TMP/k1") vs '$want'"
 kill -TERM "$SPID"
 wait "$SPID"
 

@@ -20,12 +20,14 @@
 #define CAP 140
 
 static int same_kv(const ts_cpu_seq *a, const ts_cpu_seq *b, const ts_config *cf, int n) {
-    size_t len = (size_t)cf->head_dim * sizeof(float);
+    size_t es = a->c->kv_esize, len = (size_t)cf->head_dim * es;
     for (int l = 0; l < cf->n_layers; l++)
         for (int r = 0; r < n; r++)
             for (int g = 0; g < cf->n_kv_heads; g++) {
                 size_t o = ts_cpu_kv_off(cf, CAP, l, g, r);
-                if (memcmp(a->k_cache + o, b->k_cache + o, len) || memcmp(a->v_cache + o, b->v_cache + o, len)) return 0;
+                if (memcmp(ts_cpu_kv_at(a->k_cache, o, es), ts_cpu_kv_at(b->k_cache, o, es), len) ||
+                    memcmp(ts_cpu_kv_at(a->v_cache, o, es), ts_cpu_kv_at(b->v_cache, o, es), len))
+                    return 0;
             }
     return 1;
 }

@@ -719,7 +719,9 @@ ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int3
     s->n_slots = o->parallel;
     {
         const ts_config *cf = ts_model_config(m);
-        s->pos_bytes = 2ull * sizeof(float) * (uint64_t)cf->n_layers * (uint64_t)cf->n_kv_heads * (uint64_t)cf->head_dim;
+        /* K and V of one position in every layer: the prefix cache's unit (--kv-cache f16 halves it) */
+        uint64_t es = m->kv_type == TS_DTYPE_F16 ? 2 : sizeof(float);
+        s->pos_bytes = 2ull * es * (uint64_t)cf->n_layers * (uint64_t)cf->n_kv_heads * (uint64_t)cf->head_dim;
         s->cache_max = o->cache_bytes;
     }
     pthread_mutex_init(&s->mu, NULL);

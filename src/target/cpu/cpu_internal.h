@@ -58,7 +58,7 @@ static inline size_t ts_cpu_kv_esize(const ts_model *m) { return m->kv_type == T
 /* Element off of a cache whose elements are esize bytes. */
 static inline void *ts_cpu_kv_at(void *cache, size_t off, size_t esize) { return (char *)cache + off * esize; }
 /* Offset in elements of head g's row at position pos of layer l, in a cache of cap positions. A
- * head's rows are then where the attention kernels look for them (ts_kv_row, attn.h) with
+ * head's rows are then where the attention kernels look for them (ts_kv_idx, attn.h) with
  * stride ts_cpu_kv_block: a cache smaller than one block never reaches a second one. */
 static inline size_t ts_cpu_kv_off(const ts_config *cf, int cap, int l, int g, int pos) {
     size_t KV = (size_t)cf->n_kv_heads * (size_t)cf->head_dim, R = ts_cpu_kv_rows(cap);
