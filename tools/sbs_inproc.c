@@ -39,7 +39,7 @@ static int usage(void) {
     fprintf(stderr, "usage: sbs_inproc FILE.gguf [--ctx 128] [--gen 32] [--rounds 8] [--threads 2] "
                     "[--weights default|mmap|copy] [--kv-cache f32|f16] [--no-probe] [--json]\n"
                     "       sbs_inproc --types FILE.gguf OTHER.gguf... [--ctx/--gen/--rounds/--threads]: tessera alone\n"
-                    "       on each file, in one process, each file's speed over the first's\n");
+                    "       on each file, in one process, each file's speed over the first's (FILE@f16: that KV cache)\n");
     return 64;
 }
 
@@ -130,14 +130,22 @@ static int cmp_d(const void *x, const void *y) {
 
 /* --types: tessera alone on several files of one model (BF16, Q8_0, Q4_0), each as `run` places
  * it, in alternating rounds (the order rotated every round): each file's speed over the
- * first's per round, which is what "Q8_0 >= 1.8x our BF16" asks of the same moment. */
+ * first's per round, which is what "Q8_0 >= 1.8x our BF16" asks of the same moment. A file
+ * named FILE@f16 or FILE@f32 runs with that KV cache (else --kv-cache's): the same file twice
+ * compares the cache types at the same moment. */
 static int types_mode(const args *A) {
     const char *const *files = A->files;
     int n = A->n_files;
     if (n < 2) return usage();
     ts_arm a[MAXF];
-    for (int f = 0; f < n; f++)
-        if (ts_arm_open(&a[f], files[f], "default", A->threads, A->ctx, A->gen, A->kv)) return 1;
+    for (int f = 0; f < n; f++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s", files[f]);
+        char *at = strrchr(path, '@');
+        int kv = A->kv;
+        if (at && ts_kv_cache_parse(at + 1) >= 0) kv = ts_kv_cache_parse(at + 1), *at = 0;
+        if (ts_arm_open(&a[f], path, "default", A->threads, A->ctx, A->gen, kv)) return 1;
+    }
     ts_error e;
     double *ratio = malloc(sizeof(double) * (size_t)A->rounds * MAXF), rate[MAXF];
     if (!ratio) return 1;
