@@ -103,9 +103,12 @@ int cmd_inspect(int argc, char **argv) {
     uint64_t wbytes = ts_store_file_bytes(&m->store);
     /* The same estimates logits and run check before they allocate: a generation run of ctx
      * positions decodes in chunks of up to ctx tokens, on every core. */
-    ts_mem_need ref, cpu;
+    ts_mem_need ref, cpu, cpu16;
     ts_ref_mem_need(m, (int)ctx, (int)ctx, 0, &ref);
     ts_cpu_mem_need(m, (int)ctx, NULL, &cpu);
+    m->kv_type = TS_DTYPE_F16; /* the cpu cache with --kv-cache f16 (capacity in whole blocks) */
+    ts_cpu_mem_need(m, (int)ctx, NULL, &cpu16);
+    m->kv_type = TS_DTYPE_F32;
     uint64_t kv_tok = ref.kv / (uint64_t)ctx;
     char feat[256];
     ts_config_features(c, feat, sizeof feat);
@@ -114,11 +117,12 @@ int cmd_inspect(int argc, char **argv) {
                "\"n_tensors\": %d, \"weight_bytes\": %llu, \"hidden_size\": %d, \"intermediate_size\": %d, "
                "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": %d, "
                "\"head_dim\": %d, \"vocab_size\": %d, \"max_position_embeddings\": %d, \"ctx\": %lld, "
-               "\"kv_cache_bytes_f32\": %llu, \"scratch_bytes\": %llu, \"ref_total_bytes\": %llu, "
+               "\"kv_cache_bytes_f32\": %llu, \"kv_cache_bytes_f16\": %llu, \"scratch_bytes\": %llu, \"ref_total_bytes\": %llu, "
                "\"cpu_scratch_bytes\": %llu, \"cpu_weight_copy_bytes\": %llu, \"cpu_total_bytes\": %llu}\n",
                dir, m->gguf ? "gguf" : "safetensors", c->arch_name, feat, (unsigned long long)m->n_params, m->store.n_tensors,
                (unsigned long long)wbytes, c->n_embd, c->n_ff, c->n_layers, c->n_heads, c->n_kv_heads,
-               c->head_dim, c->n_vocab, c->max_pos, ctx, (unsigned long long)ref.kv, (unsigned long long)ref.scratch,
+               c->head_dim, c->n_vocab, c->max_pos, ctx, (unsigned long long)ref.kv, (unsigned long long)cpu16.kv,
+               (unsigned long long)ref.scratch,
                (unsigned long long)ts_mem_private(&ref), (unsigned long long)cpu.scratch,
                (unsigned long long)cpu.weights_owned, (unsigned long long)ts_mem_private(&cpu));
         ts_model_close(m);
@@ -159,6 +163,8 @@ int cmd_inspect(int argc, char **argv) {
     printf("  weights (mmap'd, shared page cache)   %12s\n", sz(wbytes, 0));
     printf("  KV cache FP32 (both targets)          %12s  (%llu bytes/token)\n", sz(ref.kv, 1),
            (unsigned long long)kv_tok);
+    printf("  KV cache F16 (cpu, --kv-cache f16)    %12s  (%llu bytes/token)\n", sz(cpu16.kv, 1),
+           (unsigned long long)kv_tok / 2);
     printf("  scratch (ref target, 64-token chunks) %12s\n", sz(ref.scratch, 2));
     printf("  arena (cpu target, all cores)         %12s\n", sz(cpu.scratch, 3));
     if (cpu.weights_owned) printf("  weight copies (cpu: non-BF16, norms)  %12s\n", sz(cpu.weights_owned, 1));

@@ -185,7 +185,7 @@ int cmd_serve(int argc, char **argv) {
             "tessera serve: model %s, %d sequence(s) of %d positions, %d threads, prefill chunk %d, lookup %d, "
             "weights %s, KV cache %s\n",
             so.model_name, ts_server_slots(srv), ts_session_n_ctx(s), ts_session_threads(s), so.prefill_chunk,
-            so.lookup, placed, o.kv_cache == TS_DTYPE_F16 ? "f16" : "f32");
+            so.lookup, placed, ts_kv_cache_name(ts_session_model(s)->kv_type)); /* what the slots hold */
     fprintf(stderr, "tessera serve: listening on http://%s%s%s:%d\n", v6 ? "[" : "", h, v6 ? "]" : "",
             ts_server_port(srv));
     fflush(stderr);

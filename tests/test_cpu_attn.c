@@ -88,6 +88,14 @@ static void check(const char *name, tile_fn tile, int hd, int n_ctx0, int T) {
     CHECK(m.rel_l2 <= 2e-6 && m.nonfinite == 0 && !outside,
           "%s%s hd=%d n_ctx0=%d T=%d: rel_l2 %.3e nonfinite %lld outside %d", name, g_f16 ? " f16" : "", hd, n_ctx0, T,
           m.rel_l2, (long long)m.nonfinite, outside);
+    if (g_f16) { /* the F16 loads widen exactly: the tile on the widened FP32 cache gives the same bits */
+        float *o32 = malloc(sizeof(float) * (size_t)(T + 1) * out_stride);
+        memcpy(o32, out, sizeof(float) * (size_t)(T + 1) * out_stride);
+        tile(o32, out_stride, q, q_stride, k, v, n_ctx0, T, stride, hd, scale, sc, 0);
+        CHECK(!memcmp(o32, out, sizeof(float) * (size_t)(T + 1) * out_stride), "%s f16 hd=%d n_ctx0=%d T=%d: != on FP32",
+              name, hd, n_ctx0, T);
+        free(o32);
+    }
     /* A NaN in key position p reaches the rows that see it (n_ctx0 + t > p) and only those. */
     int p = n_ctx0 + T / 2 - 1;
     set_nan(kr, k, (size_t)(p / TS_KV_BLOCK) * stride + (size_t)(p % TS_KV_BLOCK) * hd + 1);
@@ -164,6 +172,15 @@ static void check_row(const char *name, ts_attn_row_fn row, int hd, int group, i
         if (m.rel_l2 > g_worst512) g_worst512 = m.rel_l2;
         CHECK(m.rel_l2 <= 2e-6 && m.nonfinite == 0, "avx512 group%s hd=%d group=%d n_ctx=%d: rel_l2 %.3e nonfinite %lld",
               g_f16 ? " f16" : "", hd, group, n_ctx, m.rel_l2, (long long)m.nonfinite);
+        if (g_f16) { /* bit-identical to itself on the widened FP32 cache */
+            float *w32 = malloc(sizeof(float) * (size_t)nh * hd);
+            for (int g = 0; g < n_kv; g++)
+                ts_cpu_attn_group_avx512(w32 + (size_t)g * group * hd, q + (size_t)g * group * hd, k + (size_t)g * TS_KV_BLOCK * hd,
+                                         v + (size_t)g * TS_KV_BLOCK * hd, n_ctx, stride, hd, scale, wsc, group, 0);
+            CHECK(!memcmp(w32, w, sizeof(float) * (size_t)nh * hd), "avx512 group f16 hd=%d group=%d n_ctx=%d: != on FP32",
+                  hd, group, n_ctx);
+            free(w32);
+        }
         g_groups512++;
         free(w), free(wsc);
     }
@@ -185,7 +202,8 @@ static void check_store(void) {
         else {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
             uint32_t u = (uint32_t)(rng >> 32);
-            if (i % 2) u = (u & 0x87ffffffu) | 0x30000000u; /* exponents near the half range */
+            /* odd i: float exponents 100..163, i.e. half subnormals, normals and past 65504 */
+            if (i % 2) u = (u & 0x807fffffu) | ((100u + ((u >> 23) & 63u)) << 23);
             memcpy(&x[i], &u, sizeof u);
         }
     }

@@ -218,6 +218,15 @@ int main(void) {
                 if (mi == 0 && q) continue; /* the second tiny model: BF16 (its K are not whole Q blocks) */
                 check_split(name, m, (ts_cpu_variant)v, 24, models[mi].layers != 0);
                 if (mi && !q) check_long(name, m, (ts_cpu_variant)v); /* 2 and 8 kv heads */
+                if (q || v == TS_CPU_SCALAR) continue;
+                /* the same with an F16 cache (--kv-cache f16): its stores, copies across
+                 * capacities and blocks, and split prefills bit-identical to one prefill */
+                char n16[160];
+                snprintf(n16, sizeof n16, "%s, F16 KV cache", name);
+                m->kv_type = TS_DTYPE_F16;
+                check_split(n16, m, (ts_cpu_variant)v, 24, models[mi].layers != 0);
+                if (mi) check_long(n16, m, (ts_cpu_variant)v);
+                m->kv_type = TS_DTYPE_F32;
             }
             ts_model_close(m);
         }

@@ -76,11 +76,13 @@ expect 1 "ran a KV cache of f16; this run asks for --kv-cache f32" -- "$BIN" dep
 rc=$?
 [ $rc -eq 0 ] && ok || bad "deploy --kv-cache f16 phases 4-6 exit $rc: $(tail -20 "$TMP/dk2.log")"
 grep -qE '"kv_cache": "f16"' "$D/manifest.json" && ok || bad "manifest.json does not record kv_cache f16"
-# run DEPLOY_DIR holds the cache as deployed: the same greedy ids as --kv-cache f16 on the model
+# run DEPLOY_DIR holds the cache as deployed (the note says it applied it) and gives the same
+# greedy text and ids (--show-ids, on stderr) as --kv-cache f16 on the model
 "$BIN" run "$D" -p "Hello" --temp 0 -n 6 --show-ids >"$TMP/rd" 2>"$TMP/rd.err"
 grep -qF "was deployed with --kv-cache f16" "$TMP/rd.err" && ok || bad "run DEPLOY_DIR did not apply the cache type: $(cat "$TMP/rd.err")"
-"$BIN" run "$HF" --kv-cache f16 -p "Hello" --temp 0 -n 6 --threads 1 --show-ids >"$TMP/rk" 2>/dev/null
-[ -s "$TMP/rd" ] && cmp -s "$TMP/rd" "$TMP/rk" && ok || bad "run DEPLOY_DIR differs from run --kv-cache f16: $(cat "$TMP/rd") / $(cat "$TMP/rk")"
+"$BIN" run "$HF" --kv-cache f16 -p "Hello" --temp 0 -n 6 --threads 1 --show-ids >"$TMP/rk" 2>"$TMP/rk.err"
+a=$(grep '^ids: ' "$TMP/rd.err") b=$(grep '^ids: ' "$TMP/rk.err")
+[ -n "$a" ] && [ "$a" = "$b" ] && cmp -s "$TMP/rd" "$TMP/rk" && ok || bad "run DEPLOY_DIR differs from run --kv-cache f16: '$a' / '$b'"
 # a manifest whose model.kv_cache is not a cache type: run refuses, eval says so (a FAIL)
 sed 's/"kv_cache": "f16"/"kv_cache": "q4"/' "$D/manifest.json" >"$TMP/man" && cp "$TMP/man" "$D/manifest.json"
 expect 3 'model.kv_cache: expected "f32" or "f16"' -- "$BIN" run "$D" -p x

@@ -86,8 +86,11 @@ int ts_cpu_variant_supported(ts_cpu_variant v) {
     const ts_cpu_features *f = ts_cpu_features_get();
     switch (v) {
     case TS_CPU_SCALAR: return 1;
-    case TS_CPU_AVX2: return f->avx2 && f->fma;
-    case TS_CPU_AVX512BF16: return f->avx512f && f->avx512bw && f->avx512vl && f->avx512bf16 && f->avx2 && f->fma;
+    /* F16C too: the variants' files are built with -mf16c (F16 KV cache rows, Q8_0/Q4_0 scales);
+     * every AVX2 CPU made has it, but a hypervisor may hide it */
+    case TS_CPU_AVX2: return f->avx2 && f->fma && f->f16c;
+    case TS_CPU_AVX512BF16:
+        return f->avx512f && f->avx512bw && f->avx512vl && f->avx512bf16 && f->avx2 && f->fma && f->f16c;
     default: return 0;
     }
 }
