@@ -76,6 +76,7 @@ expect 1 "ran a KV cache of f16; this run asks for --kv-cache f32" -- "$BIN" dep
 rc=$?
 [ $rc -eq 0 ] && ok || bad "deploy --kv-cache f16 phases 4-6 exit $rc: $(tail -20 "$TMP/dk2.log")"
 grep -qE '"kv_cache": "f16"' "$D/manifest.json" && ok || bad "manifest.json does not record kv_cache f16"
+grep -qF -- "- weights: as stored; KV cache: F16" "$D/report.md" && ok || bad "report.md does not name the F16 cache: $(head -8 "$D/report.md")"
 # run DEPLOY_DIR holds the cache as deployed (the note says it applied it) and gives the same
 # greedy text and ids (--show-ids, on stderr) as --kv-cache f16 on the model
 "$BIN" run "$D" -p "Hello" --temp 0 -n 6 --show-ids >"$TMP/rd" 2>"$TMP/rd.err"

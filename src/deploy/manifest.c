@@ -280,9 +280,12 @@ static void report_md(FILE *f, const ts_model *m, json_t *const reports[TS_N_PHA
     fprintf(f, "# Deployment report: %s\n\n", m->dir);
     fprintf(f, "- model: %s, %d layers, hidden %d, vocab %d, %.1f M parameters\n- features: %s\n", m->cfg.arch_name,
             m->cfg.n_layers, m->cfg.n_embd, m->cfg.n_vocab, (double)m->n_params / 1e6, feat);
-    fprintf(f, "- target: cpu (%s; prefill GEMM: %s), 3 dispatches per layer\n- tessera %s, created %s\n\n",
-            ts_cpu_variant_name(ts_cpu_best_variant()), ts_cpu_prefill_kernel_name(ts_cpu_best_variant()), ts_version(),
-            json_string_value(json_object_get(man, "created")));
+    fprintf(f, "- target: cpu (%s; prefill GEMM: %s), 3 dispatches per layer\n", ts_cpu_variant_name(ts_cpu_best_variant()),
+            ts_cpu_prefill_kernel_name(ts_cpu_best_variant()));
+    /* the numbers every phase ran: the weights' type and what the KV cache held */
+    fprintf(f, "- weights: %s%s; KV cache: %s\n", m->quantized >= 0 ? "quantized at load to " : "as stored",
+            m->quantized >= 0 ? ts_dtype_name((ts_dtype)m->quantized) : "", m->kv_type == TS_DTYPE_F16 ? "F16" : "FP32");
+    fprintf(f, "- tessera %s, created %s\n\n", ts_version(), json_string_value(json_object_get(man, "created")));
     fprintf(f, "## Gates\n\n| phase | metric | measured | threshold | result |\n|---|---|---|---|---|\n");
     for (int p = 0; p < TS_N_PHASES; p++) {
         if (!reports[p]) continue;
