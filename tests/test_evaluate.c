@@ -1,7 +1,9 @@
 /* The evaluator's claim rule and its re-derivation of recorded statistics: the edges of the
  * noise band and the floor for rates and times, an inflated recorded sd that must not buy
- * room past the floor, malformed numbers, and a measurement row against its samples. */
+ * room past the floor, malformed numbers, and a measurement row against its samples; and its
+ * audit of the recorded thresholds against the built-in table. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "deploy/eval_internal.h"
@@ -11,6 +13,41 @@
 static int verdict(double c, double sc, int nc, double g, double sg, int ng, int higher, ts_eval_band *b) {
     ts_eval_stat claim = {c, sc, nc}, got = {g, sg, ng};
     return ts_eval_claim_verdict(claim, got, higher, b);
+}
+
+/* fails of ts_eval_audit_thresholds on a manifest with the built-in table less those whose
+ * metric starts with `drop`, and model.quant / model.kv_cache as given (NULL: absent) */
+static int audit_fails(const char *drop, const char *quant, const char *kv) {
+    int n;
+    const ts_threshold *t = ts_thresholds(&n);
+    json_t *man = json_object(), *arr = json_array(), *model = json_object();
+    for (int i = 0; i < n; i++)
+        if (!drop || strncmp(t[i].metric, drop, strlen(drop)))
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:s, s:f}", "phase", t[i].phase, "metric", t[i].metric, "op",
+                                                 t[i].op == TS_GATE_GE ? ">=" : "<=", "value", t[i].value));
+    json_object_set_new(man, "thresholds", arr);
+    json_object_set_new(model, "quant", quant ? json_string(quant) : json_null());
+    if (kv) json_object_set_new(model, "kv_cache", json_string(kv));
+    json_object_set_new(man, "model", model);
+    FILE *md = fopen("/dev/null", "w");
+    ts_eval_checks k = {md, NULL, 0, 0, json_array()};
+    ts_eval_audit_thresholds(&k, man);
+    fclose(md);
+    json_decref(k.rows), json_decref(man);
+    return k.fails;
+}
+
+/* The threshold audit: every built-in threshold must be in the manifest, except those of an
+ * option the deployment did not take (a manifest from before --kv-cache or --quant existed). */
+static void check_threshold_audit(void) {
+    CHECK(audit_fails(NULL, NULL, NULL) == 0, "the whole table: no fail");
+    CHECK(audit_fails("rel_l2", NULL, NULL) > 0, "rel_l2 absent: a fail");
+    CHECK(audit_fails("kv_f16_", NULL, NULL) == 0, "kv_f16_* absent, no kv_cache recorded (an older deployment): no fail");
+    CHECK(audit_fails("kv_f16_", NULL, "f32") == 0, "kv_f16_* absent, FP32 cache: no fail");
+    CHECK(audit_fails("kv_f16_", NULL, "f16") > 0, "kv_f16_* absent, F16 cache: a fail");
+    CHECK(audit_fails("quant_q4_0_", "Q8_0", NULL) == 0, "quant_q4_0_* absent on a Q8_0 deployment: no fail");
+    CHECK(audit_fails("quant_q8_0_", "Q8_0", NULL) > 0, "quant_q8_0_* absent on a Q8_0 deployment: a fail");
+    CHECK(audit_fails("quant_", NULL, "f32") == 0, "quant_* absent, weights as stored: no fail");
 }
 
 int main(void) {
@@ -80,5 +117,6 @@ int main(void) {
     json_object_del(row, "samples_tok_s");
     CHECK(ts_eval_row_stats(row, "decode_tok_s", 4, &n, why, sizeof why) == 0 && n == 0, "a row without samples");
     json_decref(row);
+    check_threshold_audit();
     return th_finish("test_evaluate");
 }
