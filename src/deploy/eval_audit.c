@@ -20,16 +20,12 @@ static const char *str(const json_t *o, const char *key) {
     return v ? v : "";
 }
 
-/* A threshold whose gate only runs for an option the deployment did not take (--quant's type,
- * --kv-cache f16): a manifest from before that option existed lacks it, and without the option
- * no row can be held to it (check_rows still holds any such row to the built-in value). */
+/* Whether the deployment took the threshold's option (gates.h): one it did not take has no gate
+ * to hold, and a manifest from before the option existed lacks its rows (check_rows still holds
+ * any such row it records to the built-in value). */
 static int applies(const ts_threshold *t, const json_t *man) {
     const json_t *model = json_object_get(man, "model");
-    const char *quant = json_string_value(json_object_get(model, "quant"));
-    if (!strncmp(t->metric, "quant_q8_0_", 11)) return quant && !strcmp(quant, "Q8_0");
-    if (!strncmp(t->metric, "quant_q4_0_", 11)) return quant && !strcmp(quant, "Q4_0");
-    if (!strncmp(t->metric, "kv_f16_", 7)) return !strcmp(str(model, "kv_cache"), "f16");
-    return 1;
+    return !t->option || !strcmp(str(model, "quant"), t->option) || !strcmp(str(model, "kv_cache"), t->option);
 }
 
 void ts_eval_audit_thresholds(ts_eval_checks *k, const json_t *man) {

@@ -15,6 +15,9 @@ typedef struct ts_threshold {
     const char *metric; /* "pearson", "rel_l2", "top1_frac", "nonfinite" */
     ts_gate_op op;
     double value;
+    /* NULL: every deployment is held to it; else only one that took this option, as the
+     * manifest's model records it: "Q8_0" / "Q4_0" (model.quant), "f16" (model.kv_cache) */
+    const char *option;
 } ts_threshold;
 
 /* The built-in table; n_out receives its length. */
