@@ -42,7 +42,7 @@ double ts_measure_decode_bytes(const ts_model *m, double ctx) {
         w += mat_read_bytes(L->wq) + mat_read_bytes(L->wk) + mat_read_bytes(L->wv) + mat_read_bytes(L->wo) +
              mat_read_bytes(L->w_gate) + mat_read_bytes(L->w_up) + mat_read_bytes(L->w_down);
     }
-    return w + (double)c->n_layers * ctx * 2 * KV * (m->kv_type == TS_DTYPE_F16 ? 2 : 4);
+    return w + (double)c->n_layers * ctx * 2 * KV * ts_kv_cache_elem_bytes(m->kv_type);
 }
 
 double ts_measure_prefill_flops(const ts_config *c, int S) {

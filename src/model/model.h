@@ -43,6 +43,8 @@ struct ts_model {
 int ts_kv_cache_parse(const char *s);
 /* "f32" or "f16": the spelling --kv-cache takes and manifests record. */
 const char *ts_kv_cache_name(int kv_type);
+/* Bytes per cached K or V element: 2 for TS_DTYPE_F16, else 4. */
+static inline unsigned ts_kv_cache_elem_bytes(int kv_type) { return kv_type == TS_DTYPE_F16 ? 2u : 4u; }
 
 const ts_config *ts_model_config(const ts_model *m);
 /* The weight matrices in the order a forward pass reads them: per layer q, k, v, o, gate, up,

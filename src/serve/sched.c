@@ -720,8 +720,7 @@ ts_status ts_sched_new(ts_cpu *c, const ts_model *m, const ts_tok *t, const int3
     {
         const ts_config *cf = ts_model_config(m);
         /* K and V of one position in every layer: the prefix cache's unit (--kv-cache f16 halves it) */
-        uint64_t es = m->kv_type == TS_DTYPE_F16 ? 2 : sizeof(float);
-        s->pos_bytes = 2ull * es * (uint64_t)cf->n_layers * (uint64_t)cf->n_kv_heads * (uint64_t)cf->head_dim;
+        s->pos_bytes = 2ull * ts_kv_cache_elem_bytes(m->kv_type) * (uint64_t)cf->n_layers * (uint64_t)cf->n_kv_heads * (uint64_t)cf->head_dim;
         s->cache_max = o->cache_bytes;
     }
     pthread_mutex_init(&s->mu, NULL);

@@ -260,7 +260,7 @@ void ts_cpu_mem_need(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_me
         for (size_t i = 0; i < sizeof vecs / sizeof vecs[0]; i++) out->weights_owned += vec_bytes(vecs[i]);
     }
     out->weights_owned += vec_bytes(m->final_norm);
-    out->kv = 2 * (uint64_t)ts_cpu_kv_floats(cf, max_seq) * ts_cpu_kv_esize(m);
+    out->kv = 2 * (uint64_t)ts_cpu_kv_floats(cf, max_seq) * ts_kv_cache_elem_bytes(m->kv_type);
     int nth = ts_pool_resolve_threads(o ? o->n_threads : 0);
     out->scratch = ((uint64_t)arena_floats(cf, chunk, nth, max_seq) + (uint64_t)cf->head_dim / 2 +
                     ((disable & TS_OPT_LAST_LOGITS) ? (uint64_t)chunk * (uint64_t)cf->n_vocab : 0)) *
@@ -328,7 +328,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->gemv_batch_q = ts_cpu_gemv_batch_q_for(v);
     c->attn_row = v >= TS_CPU_AVX2 ? ts_cpu_attn_row_avx2 : ts_cpu_attn_row_scalar;
     c->kv_f16 = m->kv_type == TS_DTYPE_F16;
-    c->kv_esize = ts_cpu_kv_esize(m);
+    c->kv_esize = ts_kv_cache_elem_bytes(m->kv_type);
     c->max_seq = max_seq;
     c->Hp = ts_gemm_kpad(H), c->Qp = ts_gemm_kpad(Q), c->Fp = ts_gemm_kpad(F);
     c->chunk = max_seq < CPU_CHUNK ? max_seq : CPU_CHUNK;

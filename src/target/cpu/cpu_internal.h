@@ -38,7 +38,7 @@ typedef struct cpu_mat {
  * path. */
 struct ts_cpu_seq {
     ts_cpu *c; /* the session it belongs to */
-    void *k_cache, *v_cache; /* elements of ts_cpu_kv_esize bytes */
+    void *k_cache, *v_cache; /* elements of ts_cpu.kv_esize bytes */
     int cap, n_past;
 };
 
@@ -53,8 +53,6 @@ static inline size_t ts_cpu_kv_cap(int cap) { return ((size_t)cap + ts_cpu_kv_ro
 static inline size_t ts_cpu_kv_floats(const ts_config *cf, int cap) {
     return (size_t)cf->n_layers * ts_cpu_kv_cap(cap) * (size_t)cf->n_kv_heads * (size_t)cf->head_dim;
 }
-/* Bytes per cached element: 2 for an F16 cache, else 4. */
-static inline size_t ts_cpu_kv_esize(const ts_model *m) { return m->kv_type == TS_DTYPE_F16 ? 2 : 4; }
 /* Element off of a cache whose elements are esize bytes. */
 static inline void *ts_cpu_kv_at(void *cache, size_t off, size_t esize) { return (char *)cache + off * esize; }
 /* Offset in elements of head g's row at position pos of layer l, in a cache of cap positions. A
