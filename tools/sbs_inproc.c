@@ -9,6 +9,14 @@
  * the two within about a second, and each round's GB/s sits next to its own probe, so a run
  * faster than the probe shows up in the round it happened.
  *
+ * --token-probe judges "GB/s as a fraction of the read peak" at the scale this host moves on: a
+ * 256 MiB read probe (tessera's probe code, src/target/cpu/probe.h) runs before every decoded
+ * token and after the last, in both programs' rounds, 10 ms apart from the tokens
+ * (SBS_PAUSE_MS), and each token's GB/s is divided by the mean of the probes either side of it.
+ * Both programs' threads are pinned one per core for it (tessera's pool pins itself;
+ * llama.cpp's OpenMP threads by OMP_PROC_BIND=close, OMP_PLACES=cores), since after the pauses
+ * unpinned threads often share a core. SBS_DEBUG=1 prints every probe and token time.
+ *
  * Built and run by tools/sbs_inproc.sh (needs a llama.cpp build: LLAMA_DIR); not part of the
  * project's build or tests. Output: one line per round, then a summary; --json adds one JSON
  * object per file on the last line. */
@@ -17,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#include <sched.h>
 
 #include "llama.h"
 
@@ -27,19 +37,22 @@
 #include "deploy/phases.h"
 #include "model/model.h"
 #include "target/cpu/cpu_target.h"
+#include "target/cpu/probe.h"
+#include "core/pool.h"
 
 enum { MAXF = 8 }; /* files in one --types run */
 typedef struct args {
     const char *file, *weights;
     const char *files[MAXF]; /* every file named, file = files[0] */
-    int n_files, ctx, gen, rounds, threads, probe, json, types, kv;
+    int n_files, ctx, gen, rounds, threads, probe, json, types, kv, token_probe;
 } args;
 
 static int usage(void) {
     fprintf(stderr, "usage: sbs_inproc FILE.gguf [--ctx 128] [--gen 32] [--rounds 8] [--threads 2] "
-                    "[--weights default|mmap|copy] [--kv-cache f32|f16] [--no-probe] [--json]\n"
+                    "[--weights default|mmap|copy] [--kv-cache f32|f16] [--no-probe] [--token-probe] [--json]\n"
                     "       sbs_inproc --types FILE.gguf OTHER.gguf... [--ctx/--gen/--rounds/--threads]: tessera alone\n"
-                    "       on each file, in one process, each file's speed over the first's (FILE@f16: that KV cache)\n");
+                    "       on each file, in one process, each file's speed over the first's (FILE@f16: that KV cache,\n"
+                    "       FILE@nopin: threads not pinned) [--pause-ms N: idle N ms before each token]\n");
     return 64;
 }
 
@@ -81,15 +94,52 @@ static void ts_arm_close(ts_arm *a) {
     free(a->toks), free(a->lg), free(a->lg0);
 }
 
-static double ts_round(ts_arm *a, int ctx, int gen, ts_error *e) {
+/* --token-probe: a read probe before every decoded token and after the last one, in both
+ * programs' rounds, so each token's GB/s stands next to what the memory read in the few
+ * milliseconds on either side of it (this host's bandwidth moves within seconds: a probe
+ * after a 1-second round can miss the moment the round ran in). pr[0..gen] the probes' GB/s,
+ * tt[0..gen) the tokens' seconds (probe time not counted in the round's rate). */
+typedef struct tok_probe {
+    ts_read_probe *rp;
+    ts_pool *pool;
+    int gemv;        /* the pattern that read fastest at the start */
+    double *pr, *tt;
+} tok_probe;
+
+static void tp_probe(tok_probe *tp, int g) {
+    if (!tp) return;
+    static long ms = -1;
+    if (ms < 0) ms = getenv("SBS_PAUSE_MS") ? atol(getenv("SBS_PAUSE_MS")) : 10;
+    struct timespec pause = {0, ms * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    int pin = ts_pool_enter(tp->pool); /* placed as a forward places its threads */
+    tp->pr[g] = ts_read_probe_run(tp->rp, tp->gemv);
+    ts_pool_leave(tp->pool, pin);
+    /* 10 ms before and after: llama.cpp's OpenMP workers spin for some milliseconds after a
+     * token (libgomp's default; the probe right after one read 25-44 GB/s against 50 after
+     * tessera's at 3 ms, about alike at 10), tessera's pool spins, yields, then sleeps */
+    nanosleep(&pause, NULL);
+}
+
+static long g_pause_ms; /* --types --pause-ms: idle before each token, as between a chat's turns */
+
+/* the round's tokens/s; tp (optional) probes around each token */
+static double ts_round(ts_arm *a, int ctx, int gen, tok_probe *tp, ts_error *e) {
     ts_cpu_truncate(a->cp, ctx);
     memcpy(a->lg, a->lg0, sizeof(float) * (size_t)a->nv);
-    double t = ts_now_s();
+    double sum = 0;
     for (int g = 0; g < gen; g++) {
         int32_t tok = ts_argmax(a->lg, a->nv);
+        tp_probe(tp, g);
+        if (g_pause_ms > 0) nanosleep(&(struct timespec){g_pause_ms / 1000, g_pause_ms % 1000 * 1000000L}, NULL);
+        double t = ts_now_s();
         if (ts_cpu_forward(a->cp, &tok, 1, a->lg, 0, NULL, e)) return -1;
+        t = ts_now_s() - t;
+        sum += t;
+        if (tp) tp->tt[g] = t;
     }
-    return gen / (ts_now_s() - t);
+    tp_probe(tp, gen);
+    return gen / sum;
 }
 
 /* llama.cpp's arm, the same shape: sequence 0 cut back to the context, gen greedy tokens at
@@ -100,11 +150,11 @@ typedef struct ll_arm {
     int nv;
 } ll_arm;
 
-static double ll_round(ll_arm *a, int ctx, int gen) {
+static double ll_round(ll_arm *a, int ctx, int gen, tok_probe *tp) {
     llama_memory_seq_rm(llama_get_memory(a->ctx), 0, ctx, -1);
     struct llama_batch b = llama_batch_init(1, 0, 1);
     const float *lg = a->lg0;
-    double t = ts_now_s();
+    double sum = 0;
     for (int g = 0; g < gen; g++) {
         b.n_tokens = 1;
         b.token[0] = ts_argmax(lg, a->nv);
@@ -112,15 +162,20 @@ static double ll_round(ll_arm *a, int ctx, int gen) {
         b.n_seq_id[0] = 1;
         b.seq_id[0][0] = 0;
         b.logits[0] = 1;
+        tp_probe(tp, g);
+        double t = ts_now_s();
         if (llama_decode(a->ctx, b)) {
             llama_batch_free(b);
             return -1;
         }
         lg = llama_get_logits_ith(a->ctx, -1);
+        t = ts_now_s() - t;
+        sum += t;
+        if (tp) tp->tt[g] = t;
     }
-    double r = gen / (ts_now_s() - t);
+    tp_probe(tp, gen);
     llama_batch_free(b);
-    return r;
+    return gen / sum;
 }
 
 static int cmp_d(const void *x, const void *y) {
@@ -132,7 +187,10 @@ static int cmp_d(const void *x, const void *y) {
  * it, in alternating rounds (the order rotated every round): each file's speed over the
  * first's per round, which is what "Q8_0 >= 1.8x our BF16" asks of the same moment. A file
  * named FILE@f16 or FILE@f32 runs with that KV cache (else --kv-cache's): the same file twice
- * compares the cache types at the same moment. */
+ * compares the cache types at the same moment. FILE@nopin: that arm's threads not pinned
+ * (TESSERA_PIN_THREADS=0, core/pool.c); with --pause-ms N each token waits N ms first (not
+ * timed), as a chat's turns or a server's requests do, after which an unpinned pool's woken
+ * threads may share a core. */
 static int types_mode(const args *A) {
     const char *const *files = A->files;
     int n = A->n_files;
@@ -143,20 +201,23 @@ static int types_mode(const args *A) {
         snprintf(path, sizeof path, "%s", files[f]);
         char *at = strrchr(path, '@');
         int kv = A->kv;
+        unsetenv("TESSERA_PIN_THREADS"); /* read when the arm makes its pool */
         if (at && ts_kv_cache_parse(at + 1) >= 0) kv = ts_kv_cache_parse(at + 1), *at = 0;
+        else if (at && !strcmp(at + 1, "nopin")) setenv("TESSERA_PIN_THREADS", "0", 1), *at = 0;
         if (ts_arm_open(&a[f], path, "default", A->threads, A->ctx, A->gen, kv)) return 1;
+        if (ts_pool_pinned(ts_cpu_pool(a[f].cp))) printf("%s: threads pinned\n", files[f]);
     }
     ts_error e;
     double *ratio = malloc(sizeof(double) * (size_t)A->rounds * MAXF), rate[MAXF];
     if (!ratio) return 1;
-    for (int f = 0; f < n; f++) ts_round(&a[f], A->ctx, A->gen, &e); /* warm-up */
+    for (int f = 0; f < n; f++) ts_round(&a[f], A->ctx, A->gen, NULL, &e); /* warm-up */
     printf("sbs_inproc --types: %d threads, context %d, %d tokens a round; ratios over %s\n", A->threads, A->ctx,
            A->gen, files[0]);
     for (int r = 0; r < A->rounds; r++) {
         printf("round %d:", r);
         for (int k = 0; k < n; k++) {
             int f = (k + r) % n;
-            rate[f] = ts_round(&a[f], A->ctx, A->gen, &e);
+            rate[f] = ts_round(&a[f], A->ctx, A->gen, NULL, &e);
             if (rate[f] <= 0) return fprintf(stderr, "sbs_inproc: round %d failed: %s\n", r, e.msg), 1;
         }
         for (int f = 0; f < n; f++) {
@@ -179,6 +240,53 @@ static int types_mode(const args *A) {
     return 0;
 }
 
+/* --token-probe: a 256 MiB buffer in 2 MiB pages read on tessera's pool (both programs' tokens
+ * are bracketed by the same probe), by the pattern that read fastest in 3 tries of each. */
+static int token_probe_open(ts_arm *ta, const args *A, tok_probe tp[2], double *tfrac[2]) {
+    ts_pool *pool = ts_cpu_pool(ta->cp);
+    ts_read_probe *rp = ts_read_probe_new(pool, ts_cpu_variant_of(ta->cp), (size_t)256 << 20, 1);
+    if (!rp) return fprintf(stderr, "sbs_inproc: no memory for the token probe\n"), 1;
+    double best[2] = {0, 0};
+    for (int t = 0; t < 3; t++)
+        for (int q = 0; q < 2; q++) best[q] = fmax(best[q], ts_read_probe_run(rp, q));
+    for (int k = 0; k < 2; k++) {
+        tp[k] = (tok_probe){rp, pool, best[1] > best[0], malloc(sizeof(double) * (size_t)(A->gen + 1)),
+                            malloc(sizeof(double) * (size_t)A->gen)};
+        tfrac[k] = malloc(sizeof(double) * (size_t)A->rounds * (size_t)A->gen);
+        if (!tp[k].pr || !tp[k].tt || !tfrac[k]) return fprintf(stderr, "sbs_inproc: out of memory\n"), 1;
+    }
+    printf("token probe: 256 MiB, %.0f%% in 2 MiB pages, on tessera's %d threads (%s); pattern %s (load stream %.1f, "
+           "decode GEMV %.1f GB/s at the start)\n", 100 * ts_read_probe_huge_share(rp), A->threads,
+           ts_pool_pinned(pool) ? "pinned" : "not pinned", ts_read_probe_names[2 + tp[0].gemv], best[0], best[1]);
+    return 0;
+}
+
+/* Each token's GB/s (tessera's bytes at its position) over the mean of the probes either side of
+ * it, into out[0..gen); prints the round's median and largest. */
+static void token_fractions(const ts_model *m, const args *A, const tok_probe *tp, double *out, const char *name) {
+    double s[4096], pmin = 1e30, pmax = 0;
+    int n = A->gen < 4096 ? A->gen : 4096;
+    for (int g = 0; g < A->gen; g++) {
+        double peak = 0.5 * (tp->pr[g] + tp->pr[g + 1]);
+        out[g] = ts_measure_decode_bytes(m, A->ctx + g + 1) / tp->tt[g] / 1e9 / peak;
+        if (g < n) s[g] = out[g];
+        pmin = fmin(pmin, tp->pr[g]), pmax = fmax(pmax, tp->pr[g]);
+    }
+    qsort(s, (size_t)n, sizeof(double), cmp_d);
+    printf(" %s median %.3f max %.3f (probes %.1f-%.1f GB/s);", name, s[n / 2], s[n - 1], pmin, pmax);
+    if (getenv("SBS_DEBUG")) { for (int g = 0; g <= A->gen; g++) printf(" %.1f", tp->pr[g]); printf(" | tt"); for (int g = 0; g < A->gen; g++) printf(" %.2f", tp->tt[g] * 1e3); }
+}
+
+/* All tokens of the run: the fraction's median, 90th percentile and largest, and how many
+ * exceeded their probes. */
+static void token_summary(double *f, int n, const char *name) {
+    qsort(f, (size_t)n, sizeof(double), cmp_d);
+    int over = 0, over5 = 0;
+    for (int i = 0; i < n; i++) over += f[i] > 1.0, over5 += f[i] > 1.05;
+    printf("token probes, %s: %d tokens, fraction of the probes either side median %.3f, p10 %.3f, p90 %.3f, max "
+           "%.3f; above 1.00: %d, above 1.05: %d\n", name, n, f[n / 2], f[n / 10], f[n * 9 / 10], f[n - 1], over, over5);
+}
+
 int main(int argc, char **argv) {
     args A = {.weights = "default", .ctx = 128, .gen = 32, .rounds = 8, .threads = 2, .probe = 1, .kv = TS_DTYPE_F32};
     for (int i = 1; i < argc; i++) {
@@ -190,10 +298,29 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--kv-cache") && i + 1 < argc) {
             if ((A.kv = ts_kv_cache_parse(argv[++i])) < 0) return usage();
         } else if (!strcmp(argv[i], "--no-probe")) A.probe = 0;
+        else if (!strcmp(argv[i], "--token-probe")) A.token_probe = 1;
         else if (!strcmp(argv[i], "--json")) A.json = 1;
         else if (!strcmp(argv[i], "--types")) A.types = 1;
+        else if (!strcmp(argv[i], "--pause-ms") && i + 1 < argc) g_pause_ms = atol(argv[++i]);
         else if (argv[i][0] != '-' && A.n_files < MAXF) A.files[A.n_files++] = argv[i];
         else return usage();
+    }
+    /* --token-probe: llama.cpp's OpenMP threads pinned one per core too (tessera's pool pins
+     * itself, core/pool.c), else a token's threads may share a core after the probe's pause
+     * and the token reads half of what the probe beside it did. libgomp reads the variables
+     * when it loads, so the program runs itself again with them. */
+    if (A.token_probe && !getenv("OMP_PROC_BIND")) {
+        setenv("OMP_PROC_BIND", "close", 1);
+        setenv("OMP_PLACES", "cores", 1);
+        execv("/proc/self/exe", argv);
+        return fprintf(stderr, "sbs_inproc: could not run itself again with OMP_PROC_BIND\n"), 1;
+    }
+    if (A.token_probe) { /* libgomp bound this (the initial) thread to its first place when it
+                          * loaded: give it every CPU back before tessera makes its pool */
+        cpu_set_t all;
+        CPU_ZERO(&all);
+        for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; c++) CPU_SET(c, &all);
+        sched_setaffinity(0, sizeof all, &all);
     }
     A.file = A.files[0];
     if (!A.file || (A.n_files > 1 && !A.types) || A.ctx < 1 || A.gen < 1 || A.rounds < 1 || A.rounds > 1000 || A.threads < 1) return usage();
@@ -239,8 +366,11 @@ int main(int argc, char **argv) {
     double sum_t = 0, sum_l = 0, max_ft = 0, max_fl = 0, best_peak = 0;
     int wins = 0;
     /* one warm-up round each, not counted */
-    if (ts_round(&ta, A.ctx, A.gen, &e) < 0 || ll_round(&la, A.ctx, A.gen) < 0)
+    if (ts_round(&ta, A.ctx, A.gen, NULL, &e) < 0 || ll_round(&la, A.ctx, A.gen, NULL) < 0)
         return fprintf(stderr, "sbs_inproc: warm-up failed\n"), 1;
+    tok_probe tp[2]; /* tessera's, llama.cpp's */
+    double *tfrac[2] = {NULL, NULL}; /* every token's fraction of its probes, per arm */
+    if (A.token_probe && token_probe_open(&ta, &A, tp, tfrac)) return 1;
     printf("sbs_inproc %s: %s weights, %d threads, context %d, %d tokens a round, %.0f MB a token, tessera's KV "
            "cache %s (llama.cpp's f16)\n", A.file, copy ? "copied" : "mmap", A.threads, A.ctx, A.gen, bytes / 1e6,
            ts_kv_cache_name(A.kv));
@@ -249,8 +379,8 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 2; k++) {
             struct timespec pause = {0, 100 * 1000 * 1000}; /* OpenMP workers of llama.cpp spin a while */
             nanosleep(&pause, NULL);
-            if ((k == 0) == (r % 2 == 0)) rt = ts_round(&ta, A.ctx, A.gen, &e);
-            else rl = ll_round(&la, A.ctx, A.gen);
+            if ((k == 0) == (r % 2 == 0)) rt = ts_round(&ta, A.ctx, A.gen, A.token_probe ? &tp[0] : NULL, &e);
+            else rl = ll_round(&la, A.ctx, A.gen, A.token_probe ? &tp[1] : NULL);
         }
         if (rt <= 0 || rl <= 0) return fprintf(stderr, "sbs_inproc: round %d failed\n", r), 1;
         double peak = 0;
@@ -266,6 +396,10 @@ int main(int argc, char **argv) {
         printf("round %d (%s first): tessera %.2f tok/s %.1f GB/s, llama.cpp %.2f tok/s %.1f GB/s, ratio %.3f", r,
                r % 2 == 0 ? "tessera" : "llama.cpp", rt, gt, rl, gl, ratio[r]);
         if (peak > 0) printf("; probe %.1f GB/s (fractions %.2f, %.2f)", peak, gt / peak, gl / peak);
+        if (A.token_probe) {
+            printf("\n  token probes:");
+            for (int k = 0; k < 2; k++) token_fractions(m, &A, &tp[k], tfrac[k] + (size_t)r * A.gen, k ? "llama.cpp" : "tessera");
+        }
         printf("\n");
         fflush(stdout);
     }
@@ -282,6 +416,8 @@ int main(int argc, char **argv) {
         printf("; mean GB/s over the best probe of the run (%.1f GB/s): tessera %.2f, llama.cpp %.2f; largest "
                "fraction of a round's own probe: tessera %.2f, llama.cpp %.2f", best_peak, ft, fl, max_ft, max_fl);
     printf("\n");
+    if (A.token_probe)
+        for (int k = 0; k < 2; k++) token_summary(tfrac[k], A.rounds * A.gen, k ? "llama.cpp" : "tessera");
     if (A.json)
         printf("{\"file\": \"%s\", \"weights\": \"%s\", \"kv_cache\": \"%s\", \"threads\": %d, \"ctx\": %d, \"gen\": %d, \"rounds\": %d, "
                "\"median_ratio\": %.4f, \"min_ratio\": %.4f, \"max_ratio\": %.4f, \"tessera_faster_rounds\": %d, "
@@ -294,5 +430,9 @@ int main(int argc, char **argv) {
     llama_backend_free();
     ts_arm_close(&ta);
     free(la.lg0), free(ratio);
+    if (A.token_probe) {
+        ts_read_probe_free(tp[0].rp);
+        for (int k = 0; k < 2; k++) free(tp[k].pr), free(tp[k].tt), free(tfrac[k]);
+    }
     return 0;
 }

@@ -24,6 +24,16 @@ int ts_pool_size(const ts_pool *p);
 void ts_pool_run(ts_pool *p, ts_pool_fn fn, void *ctx);
 /* All threads of the current region wait here for each other. */
 void ts_pool_barrier(ts_pool *p);
+/* Whether the threads are pinned, thread i to the i-th CPU the process may use (pool.c says
+ * when and why; TESSERA_PIN_THREADS=0 never, =1 whenever there are CPUs enough). Workers are
+ * pinned for their life. The caller is the pool's thread 0 only while it runs regions, so it
+ * is pinned only between ts_pool_enter and ts_pool_leave (a forward pass), its own mask put
+ * back after: threads it creates later must not inherit one CPU. */
+int ts_pool_pinned(const ts_pool *p);
+/* Returns whether it pinned the calling thread (pass that to ts_pool_leave); 0 when the pool
+ * is not pinned or this thread is already inside ts_pool_enter. */
+int ts_pool_enter(ts_pool *p);
+void ts_pool_leave(ts_pool *p, int entered);
 /* Number of regions run so far (dispatch counting). */
 long ts_pool_regions(const ts_pool *p);
 

@@ -151,6 +151,7 @@ static ts_status decode_rows(ts_cpu *c, ts_cpu_seq *const *seqs, const int *n, c
             ts_cpu_embed_row(c, tokens[r], c->x + (size_t)r * H);
         }
     ts_cpu_set_rows(c, R, 0);
+    int pinned = ts_pool_enter(c->pool); /* the caller on the pool's first CPU for the pass */
     for (int l = 0; l < cf->n_layers; l++) {
         c->layer = l;
         ts_cpu_run_layer(c);
@@ -158,6 +159,7 @@ static ts_status decode_rows(ts_cpu *c, ts_cpu_seq *const *seqs, const int *n, c
     /* every row needs its logits: all R rows through the LM head, straight into the output */
     c->lg_row0 = 0, c->lg_rows = R, c->lg_out = logits;
     ts_cpu_dispatch(c, ts_cpu_lm_head, CPU_PROF_LM_HEAD);
+    ts_pool_leave(c->pool, pinned);
     c->batch = 0;
     for (int b = 0; b < B; b++) seqs[b]->n_past += n ? n[b] : 1;
     return TS_OK;

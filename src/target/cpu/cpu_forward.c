@@ -465,6 +465,7 @@ ts_status ts_cpu_forward_kv(ts_cpu *c, ts_cpu_seq *kv, const int32_t *tokens, in
     if (st) return st;
     int H = cf->n_embd, L = cf->n_layers;
     c->kv = kv;
+    int pinned = ts_pool_enter(c->pool); /* the caller on the pool's first CPU for the pass */
     for (int c0 = 0, S; c0 < n; c0 += S) {
         S = n - c0 < c->chunk ? n - c0 : c->chunk;
         /* Never a last chunk of one row: one row runs the decode arithmetic (GEMV, attention
@@ -491,6 +492,7 @@ ts_status ts_cpu_forward_kv(ts_cpu *c, ts_cpu_seq *kv, const int32_t *tokens, in
                 memcpy(logits, c->lg_all + (size_t)(S - 1) * cf->n_vocab, sizeof(float) * (size_t)cf->n_vocab);
         }
     }
+    ts_pool_leave(c->pool, pinned);
     kv->n_past += n;
     c->kv = &c->self;
     return TS_OK;

@@ -19,14 +19,7 @@ typedef struct probe_ctx {
     ts_cpu_variant v;
     int f32; /* avx512bf16 with the FP32 prefill kernel */
     long iters;
-    const uint8_t *buf;
-    size_t bytes;
-    int gemv;          /* read_job: the decode GEMV over buf instead of a plain load stream */
-    ts_gemm_fn gemm;   /* the variant's GEMM, whose S = 1 path is its decode GEMV */
-    const float *xp;   /* packed activations, GEMV_K */
-    float *y;          /* one output per GEMV row */
     double flops[256];
-    double sink[256];
 } probe_ctx;
 
 static double fma_scalar(long iters) {
@@ -46,8 +39,22 @@ static void fma_job(void *p, int ith, int nth) {
 
 #define GEMV_K 2048 /* the read buffer seen as (rows, 2048) BF16 weights: a seed model's hidden size */
 
+struct ts_read_probe {
+    ts_pool *pool;
+    ts_cpu_variant v;
+    uint8_t *buf;
+    size_t bytes, mapped;
+    void *base;
+    int gemv;          /* read_job: the decode GEMV over buf instead of a plain load stream */
+    ts_gemm_fn gemm;   /* the variant's GEMM, whose S = 1 path is its decode GEMV */
+    float *xp;         /* activations, GEMV_K */
+    float *y;          /* one output per GEMV row */
+    double huge_share;
+    double sink[TS_POOL_MAX_THREADS];
+};
+
 static void read_job(void *p, int ith, int nth) {
-    probe_ctx *c = p;
+    ts_read_probe *c = p;
     if (c->gemv) { /* rows split over threads as the cpu target splits a GEMM's columns */
         int rows = (int)(c->bytes / (2 * GEMV_K)), n0 = (int)((long)rows * ith / nth), n1 = (int)((long)rows * (ith + 1) / nth);
         c->gemm(c->y, rows, c->xp, GEMV_K, (const uint16_t *)c->buf, GEMV_K, 1, n0, n1, ts_cpu_gemm_default_tile(1, rows, GEMV_K));
@@ -65,21 +72,55 @@ static void read_job(void *p, int ith, int nth) {
     }
 }
 
-/* bytes of anonymous memory aligned to 2 MiB, advised huge or not, every page faulted in. */
-static uint8_t *probe_buffer(size_t bytes, int huge, void **base, size_t *mapped) {
+ts_read_probe *ts_read_probe_new(ts_pool *pool, ts_cpu_variant v, size_t bytes, int huge) {
+    ts_read_probe *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->pool = pool, c->v = v, c->gemm = ts_cpu_gemm_for(v);
+    c->bytes = bytes / (2 * GEMV_K) * (2 * GEMV_K);
     size_t align = (size_t)2 << 20;
-    *mapped = bytes + align;
-    void *m = mmap(NULL, *mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) return *base = NULL, NULL;
-    *base = m;
-    uint8_t *b = (uint8_t *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
+    c->mapped = c->bytes + align;
+    long huge0 = ts_proc_kb("/proc/self/smaps_rollup", "AnonHugePages:");
+    void *m = mmap(NULL, c->mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    c->xp = aligned_alloc(64, sizeof(float) * GEMV_K);
+    c->y = malloc(sizeof(float) * (c->bytes / (2 * GEMV_K)));
+    if (m == MAP_FAILED || !c->xp || !c->y || c->bytes == 0) {
+        if (m != MAP_FAILED) munmap(m, c->mapped);
+        free(c->xp), free(c->y), free(c);
+        return NULL;
+    }
+    c->base = m;
+    c->buf = (uint8_t *)(((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1));
 #ifdef MADV_HUGEPAGE
-    madvise(b, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    madvise(c->buf, c->bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #else
     (void)huge;
 #endif
-    memset(b, 0x3c, bytes); /* BF16 0x3c3c, about 0.0115: finite products for the GEMV pattern */
-    return b;
+    memset(c->buf, 0x3c, c->bytes); /* BF16 0x3c3c, about 0.0115: finite products for the GEMV pattern */
+    long huge1 = ts_proc_kb("/proc/self/smaps_rollup", "AnonHugePages:");
+    c->huge_share = huge0 >= 0 && huge1 >= 0 ? (double)(huge1 - huge0) * 1024 / (double)c->bytes : 0;
+    if (c->huge_share > 1) c->huge_share = 1;
+    if (c->huge_share < 0) c->huge_share = 0;
+    for (int k = 0; k < GEMV_K; k++) c->xp[k] = (float)(k % 7) * 0.125f - 0.375f;
+    return c;
+}
+
+double ts_read_probe_run(ts_read_probe *c, int gemv) {
+    int nth = ts_pool_size(c->pool);
+    c->gemv = gemv;
+    double a = ts_now_s();
+    ts_pool_run(c->pool, read_job, c);
+    double dt = ts_now_s() - a;
+    /* the bytes the pattern read: the stream's per-thread shares, or every GEMV row */
+    size_t done = gemv ? c->bytes : ((c->bytes / (size_t)nth) & ~(size_t)127) * (size_t)nth;
+    return dt > 0 ? (double)done / dt / 1e9 : 0;
+}
+
+double ts_read_probe_huge_share(const ts_read_probe *c) { return c->huge_share; }
+
+void ts_read_probe_free(ts_read_probe *c) {
+    if (!c) return;
+    munmap(c->base, c->mapped);
+    free(c->xp), free(c->y), free(c);
 }
 
 void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) {
@@ -105,49 +146,28 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
         for (int i = 0; i < nth; i++) f += c->flops[i];
         if (f / dt / 1e9 > out->flops_gflops) out->flops_gflops = f / dt / 1e9;
     }
+    free(c);
     /* Read peak: two 512 MiB buffers (far beyond any L3), 4 KiB and 2 MiB pages, each read
      * by a plain stream and by the decode GEMV, alternating, best of the trials. */
-    c->bytes = (size_t)512 << 20;
-    c->gemm = ts_cpu_gemm_for(v);
-    float *xp = aligned_alloc(64, sizeof(float) * GEMV_K);
-    c->y = malloc(sizeof(float) * (c->bytes / (2 * GEMV_K)));
-    void *base[2] = {NULL, NULL};
-    size_t mapped[2] = {0, 0};
-    long huge0 = ts_proc_kb("/proc/self/smaps_rollup", "AnonHugePages:");
-    uint8_t *buf[2] = {probe_buffer(c->bytes, 0, &base[0], &mapped[0]), NULL};
-    buf[1] = probe_buffer(c->bytes, 1, &base[1], &mapped[1]);
-    long huge1 = ts_proc_kb("/proc/self/smaps_rollup", "AnonHugePages:");
-    out->huge_share = huge0 >= 0 && huge1 >= 0 ? (double)(huge1 - huge0) * 1024 / (double)c->bytes : 0;
-    if (out->huge_share > 1) out->huge_share = 1;
-    if (out->huge_share < 0) out->huge_share = 0;
+    ts_read_probe *buf[2] = {ts_read_probe_new(pool, v, (size_t)512 << 20, 0), NULL};
+    buf[1] = ts_read_probe_new(pool, v, (size_t)512 << 20, 1);
+    out->huge_share = buf[1] ? ts_read_probe_huge_share(buf[1]) : 0;
     double *res[4] = {&out->read_stream_4k_gbs, &out->read_gemv_4k_gbs, &out->read_stream_2m_gbs, &out->read_gemv_2m_gbs};
-    static const char *names[4] = {"load stream, 4 KiB pages", "decode GEMV, 4 KiB pages", "load stream, 2 MiB pages",
-                                   "decode GEMV, 2 MiB pages"};
-    if (xp && c->y) {
-        for (int k = 0; k < GEMV_K; k++) xp[k] = (float)(k % 7) * 0.125f - 0.375f;
-        c->xp = xp;
-        for (int t = 0; t < trials; t++)
-            for (int q = 0; q < 4; q++) {
-                if (!buf[q / 2]) continue;
-                c->buf = buf[q / 2];
-                c->gemv = q & 1;
-                double a = ts_now_s();
-                ts_pool_run(pool, read_job, c);
-                double dt = ts_now_s() - a;
-                /* the bytes the pattern read: the stream's per-thread shares, or every GEMV row */
-                size_t done = c->gemv ? c->bytes / (2 * GEMV_K) * (2 * GEMV_K)
-                                      : ((c->bytes / (size_t)nth) & ~(size_t)127) * (size_t)nth;
-                if (done / dt / 1e9 > *res[q]) *res[q] = (double)done / dt / 1e9;
-            }
-    }
-    out->read_best = names[0];
+    for (int t = 0; t < trials; t++)
+        for (int q = 0; q < 4; q++) {
+            if (!buf[q / 2]) continue;
+            double g = ts_read_probe_run(buf[q / 2], q & 1);
+            if (g > *res[q]) *res[q] = g;
+        }
+    out->read_best = ts_read_probe_names[0];
     for (int q = 0; q < 4; q++)
-        if (*res[q] > out->read_gbs) out->read_gbs = *res[q], out->read_best = names[q];
-    for (int h = 0; h < 2; h++)
-        if (base[h]) munmap(base[h], mapped[h]);
-    free(xp), free(c->y);
-    free(c);
+        if (*res[q] > out->read_gbs) out->read_gbs = *res[q], out->read_best = ts_read_probe_names[q];
+    ts_read_probe_free(buf[0]);
+    ts_read_probe_free(buf[1]);
 }
+
+const char *const ts_read_probe_names[4] = {"load stream, 4 KiB pages", "decode GEMV, 4 KiB pages",
+                                            "load stream, 2 MiB pages", "decode GEMV, 2 MiB pages"};
 
 void ts_peaks_max(ts_peaks *acc, const ts_peaks *p) {
     if (p->flops_gflops > acc->flops_gflops) acc->flops_gflops = p->flops_gflops, acc->flops_instr = p->flops_instr;

@@ -25,6 +25,21 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out);
  * (a shared host's memory bandwidth moves by 2x within seconds) is the best of them. */
 void ts_peaks_max(ts_peaks *acc, const ts_peaks *p);
 
+/* One read pattern's buffer, to be read again and again: a probe between the tokens of a decode
+ * (tools/sbs_inproc --token-probe) follows a host whose bandwidth moves within seconds.
+ * bytes of anonymous memory aligned to 2 MiB, advised huge (or not), every page faulted in.
+ * NULL when out of memory. */
+typedef struct ts_read_probe ts_read_probe;
+ts_read_probe *ts_read_probe_new(ts_pool *pool, ts_cpu_variant v, size_t bytes, int huge);
+/* One pass over the buffer on every pool thread: GB/s of a plain load stream (gemv 0) or of
+ * this variant's decode GEMV over it as a (rows, 2048) BF16 matrix (gemv 1). */
+double ts_read_probe_run(ts_read_probe *p, int gemv);
+/* share of the buffer the kernel backed with 2 MiB pages */
+double ts_read_probe_huge_share(const ts_read_probe *p);
+void ts_read_probe_free(ts_read_probe *p);
+/* the four patterns of ts_peaks, in the order stream 4 KiB, GEMV 4 KiB, stream 2 MiB, GEMV 2 MiB */
+extern const char *const ts_read_probe_names[4];
+
 /* Per-thread kernels (exposed for the variant files). */
 double ts_probe_fma_avx2(long iters); /* returns flops done */
 double ts_probe_dpbf16_avx512(long iters); /* returns flops done */
