@@ -12,6 +12,7 @@
 #include "io/dtype.h"
 #include "io/gguf.h"
 #include "model/model.h"
+#include "model/quantize.h"
 #include "target/cpu/cpu_target.h"
 #include "target/cpu/gemm.h"
 #include "tharness.h"
@@ -345,6 +346,39 @@ static void check_stories(ts_cpu_variant v, const char *tmp) {
     ts_model_close(m);
 }
 
+/* The copying plan (what `run` does with a quantized file: the matrices copied into one slab,
+ * Q4_0 into 16-block lane order for the AVX-512 VNNI kernels, gemm.h) gives the in-place plan's
+ * logits bit for bit: a 13-token prefill (embedding rows read from the copy too), then three
+ * decode steps. */
+static void check_copy_same(const ts_model *m, const char *name, ts_cpu_variant v) {
+    const ts_config *c = ts_model_config(m);
+    int32_t toks[16];
+    for (int t = 0; t < 16; t++) toks[t] = (int32_t)((t * 7919 + 11) % c->n_vocab);
+    float *lg[2] = {malloc(sizeof(float) * 4 * (size_t)c->n_vocab), malloc(sizeof(float) * 4 * (size_t)c->n_vocab)};
+    int ok = 1;
+    for (int copy = 0; copy < 2 && lg[0] && lg[1]; copy++) {
+        ts_cpu_opts o = {.n_threads = 2, .force_variant = (int)v, .disable = copy ? TS_OPT_ZERO_COPY : 0};
+        ts_cpu *cp = NULL;
+        ts_error err;
+        if (ts_cpu_new(m, 20, &o, &cp, &err) != TS_OK) {
+            CHECK(0, "%s", err.msg);
+            ok = 0;
+            break;
+        }
+        ok &= ts_cpu_forward(cp, toks, 13, lg[copy], 0, NULL, &err) == TS_OK;
+        for (int d = 0; d < 3 && ok; d++)
+            ok &= ts_cpu_forward(cp, &toks[13 + d], 1, lg[copy] + (size_t)(d + 1) * c->n_vocab, 0, NULL, &err) == TS_OK;
+        CHECK(ok, "%s: %s", name, err.msg);
+        ts_cpu_free(cp);
+    }
+    int same = ok && !memcmp(lg[0], lg[1], sizeof(float) * 4 * (size_t)c->n_vocab);
+    int x16 = (strstr(name, "q4_0") != NULL) && ts_cpu_q4x16_wanted(v);
+    printf("    %s: copied weights%s give the in-place logits %s (prefill 13, decode 3)\n", name,
+           x16 ? " (Q4_0 in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
+    CHECK(same, "%s %s: copied and in-place logits differ", name, ts_cpu_variant_name(v));
+    free(lg[0]), free(lg[1]);
+}
+
 /* Q8_0 / Q4_0 GGUFs: the cpu target reads the blocks in place (nothing converted at load) and
  * meets the same gates against the oracle, which runs the exactly dequantized weights. */
 static void check_quantized(ts_cpu_variant v) {
@@ -376,6 +410,7 @@ static void check_quantized(ts_cpu_variant v) {
         } else {
             CHECK(0, "%s", err.msg);
         }
+        check_copy_same(m, files[i], v);
         ts_model_close(m);
     }
 }
@@ -389,6 +424,18 @@ int main(void) {
     const char *tmp = th_tmpdir("cpu_forward");
     char base[1024];
     snprintf(base, sizeof base, "%s", tmp);
+    /* real widths (hidden 1024, ffn 3072: whole 16-block groups in every matrix), one layer,
+     * quantized to Q4_0 at load: the copy in 16-block lane order against the stored blocks */
+    char wide[1200];
+    snprintf(wide, sizeof wide, "%s/qwen3-0.6b-1layer", base);
+    ts_error werr;
+    ts_model *wm = NULL;
+    if (ts_synth_write("qwen3-0.6b", wide, &(ts_synth_opts){5, 2048, 1, NULL, NULL}, &werr) != TS_OK ||
+        ts_model_open(wide, &wm, &werr) != TS_OK || ts_model_quantize(wm, TS_DTYPE_Q4_0, &werr) != TS_OK)
+        CHECK(0, "qwen3-0.6b, one layer, Q4_0: %s", werr.msg);
+    for (int v = 0; wm && v < TS_CPU_VARIANT_COUNT; v++)
+        if (ts_cpu_variant_supported((ts_cpu_variant)v)) check_copy_same(wm, "qwen3-0.6b 1 layer --quant q4_0", (ts_cpu_variant)v);
+    ts_model_close(wm);
     for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++) {
         if (!ts_cpu_variant_supported((ts_cpu_variant)v)) {
             th_isa_gap(ts_cpu_variant_name((ts_cpu_variant)v), "kernel variant");

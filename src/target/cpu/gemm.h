@@ -100,7 +100,17 @@ void ts_cpu_gemv_batch_bf16_avx512(float *y, int ldy, const float *xp, int ldx, 
 typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                              int n0, int n1, ts_gemm_tile tile);
 
+/* Q4_0 rows in 16-block lane order, the cpu target's own copy for the AVX-512 VNNI kernels
+ * (never in a file): per group of 16 blocks the 16 F16 scales (32 bytes), then 4 x 64 bytes of
+ * codes, dword i of the m-th 64 bytes = block i's code bytes 4m..4m+3; a row's last K/32 % 16
+ * blocks as stored. Same bytes per row and the same blocks as Q4_0: the decode GEMV loads a
+ * group's codes and scales as they lie, where the stored form needs a gather, 4 vpermt2d and a
+ * lane transpose (gemm_q_avx512.c), and the prefill packs put each block back first. */
+#define TS_DTYPE_Q4_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 1))
+#define TS_Q4X16_GROUP 288 /* bytes of a 16-block group: 16 x 18 */
+
 static inline size_t ts_gemm_row_bytes(ts_dtype dt, int K) {
+    if (dt == TS_DTYPE_Q4_0X16) dt = TS_DTYPE_Q4_0;
     switch (dt) {
     case TS_DTYPE_Q8_0: return (size_t)K / TS_QBLOCK * (2 + TS_QBLOCK);
     case TS_DTYPE_Q4_0: return (size_t)K / TS_QBLOCK * (2 + TS_QBLOCK / 2);
@@ -109,6 +119,15 @@ static inline size_t ts_gemm_row_bytes(ts_dtype dt, int K) {
     }
 }
 static inline int ts_dtype_is_quant(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 || dt == TS_DTYPE_Q4_0; }
+
+/* Whether a session of variant v copies its Q4_0 matrices into 16-block lane order (gemm_q.c). */
+int ts_cpu_q4x16_wanted(ts_cpu_variant v);
+/* Rows [r0, r1) of a Q4_0 matrix (K columns) from src (stored) to dst in 16-block lane order. */
+void ts_q4x16_repack_rows(uint8_t *dst, const uint8_t *src, int K, int64_t r0, int64_t r1);
+/* Block b of a row in 16-block lane order, put back in the stored 18 bytes (scale, codes). */
+void ts_q4x16_block(const uint8_t *row, int K, int b, uint8_t out[18]);
+/* A row in 16-block lane order dequantized to K floats (as ts_dtype_to_f32 does a stored row). */
+void ts_q4x16_row_to_f32(const uint8_t *row, int K, float *out);
 
 /* x quantized for the decode kernels: q (K) in natural order, d (K / 32) scales. */
 typedef struct ts_gemm_qx {

@@ -149,6 +149,52 @@ void ts_cpu_gemm_q_decode(float *y, const float *xp, const void *W, ts_dtype dt,
     free(heap);
 }
 
+/* ---- Q4_0 in 16-block lane order (gemm.h, TS_DTYPE_Q4_0X16) ---- */
+
+void ts_q4x16_repack_rows(uint8_t *dst, const uint8_t *src, int K, int64_t r0, int64_t r1) {
+    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q4_0, K);
+    int ng = K / TS_QBLOCK / 16;
+    for (int64_t n = r0; n < r1; n++) {
+        const uint8_t *s = src + (size_t)n * rb;
+        uint8_t *d = dst + (size_t)n * rb;
+        for (int g = 0; g < ng; g++, s += TS_Q4X16_GROUP, d += TS_Q4X16_GROUP)
+            for (int i = 0; i < 16; i++) {
+                memcpy(d + 2 * i, s + 18 * i, 2);
+                for (int m = 0; m < 4; m++) memcpy(d + 32 + 64 * m + 4 * i, s + 18 * i + 2 + 4 * m, 4);
+            }
+        memcpy(d, s, rb - (size_t)ng * TS_Q4X16_GROUP); /* the tail blocks as stored */
+    }
+}
+
+void ts_q4x16_block(const uint8_t *row, int K, int b, uint8_t out[18]) {
+    int ng = K / TS_QBLOCK / 16;
+    if (b >= 16 * ng) {
+        memcpy(out, row + (size_t)b * 18, 18);
+        return;
+    }
+    const uint8_t *g = row + (size_t)(b / 16) * TS_Q4X16_GROUP;
+    int i = b % 16;
+    memcpy(out, g + 2 * i, 2);
+    for (int m = 0; m < 4; m++) memcpy(out + 2 + 4 * m, g + 32 + 64 * m + 4 * i, 4);
+}
+
+void ts_q4x16_row_to_f32(const uint8_t *row, int K, float *out) {
+    uint8_t blk[18];
+    for (int b = 0; b < K / TS_QBLOCK; b++) {
+        ts_q4x16_block(row, K, b, blk);
+        ts_dtype_to_f32(TS_DTYPE_Q4_0, blk, 0, TS_QBLOCK, out + (size_t)b * TS_QBLOCK);
+    }
+}
+
+/* Only for the AVX-512 VNNI kernels (the others read stored blocks), not under AMX prefill
+ * (its packs read stored blocks), and not when TESSERA_Q4_LAYOUT=stored asks for the file's
+ * layout (read at each session's creation: measurements put both in one process). */
+int ts_cpu_q4x16_wanted(ts_cpu_variant v) {
+    const char *e = getenv("TESSERA_Q4_LAYOUT");
+    if (e && !strcmp(e, "stored")) return 0;
+    return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() != TS_Q_PREFILL_AMX;
+}
+
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v) {
     if (v >= TS_CPU_AVX512BF16 && ts_cpu_features_get()->avx512vnni) {
         (void)ts_cpu_avx512_q_prefill(); /* chosen here, at session creation, before any thread runs a GEMM */

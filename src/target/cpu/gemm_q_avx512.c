@@ -164,6 +164,15 @@ static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8
     }
     const __m512i idx = _mm512_load_si512(q4_code_idx), m4 = _mm512_set1_epi8(15);
     ts_pf_lines(p, pf, 5); /* the group's 288 bytes */
+    if (dt == TS_DTYPE_Q4_0X16) { /* already in lane order (gemm.h): 4 loads, no gather */
+        o->dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        for (int m = 0; m < 4; m++) {
+            __m512i q = _mm512_loadu_si512(p + 32 + 64 * m);
+            o->c[m] = _mm512_and_si512(q, m4);
+            o->c[4 + m] = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        }
+        return;
+    }
     __m512i pu[4];
     for (int u = 0; u < 4; u++)
         pu[u] = _mm512_permutex2var_epi32(_mm512_loadu_si512(p + 72 * u + 2), idx, _mm512_loadu_si512(p + 72 * u + 8));
@@ -188,7 +197,7 @@ static inline __attribute__((always_inline)) __m512 qg_group_x(__m512 acc, const
                                                                ts_dtype dt) {
     const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
     __m512i t;
-    if (dt == TS_DTYPE_Q4_0) {
+    if (dt != TS_DTYPE_Q8_0) {
         /* every dword lane is one block: 4 chains of 4 (hi and lo bytes, low and high nibbles) */
         const __m512i z = _mm512_setzero_si512();
         __m512i h0 = z, h1 = z, l0 = z, l1 = z;
@@ -247,7 +256,11 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
     return _mm512_reduce_add_ps(qg_tail(acc, row, qx, b, nb, dt));
 }
 
-static inline ts_pf_kind pf_kind(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : TS_PF_Q4; }
+static inline ts_pf_kind pf_kind(ts_dtype dt) {
+    return dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : dt == TS_DTYPE_Q4_0X16 ? TS_PF_Q4X16 : TS_PF_Q4;
+}
+/* the layout of the prepared x (qg_prepare): Q4_0's for both Q4_0 forms */
+static inline ts_dtype x_kind(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 ? dt : TS_DTYPE_Q4_0; }
 
 static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_qx qx, const uint8_t *W, int K,
                                                               int n0, int n1, ts_dtype dt) {
@@ -266,7 +279,7 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
         buf = heap, corr = (int32_t *)(buf + 2 * kg), d = (float *)(corr + nb);
     }
     qgx x4;
-    qg_prepare(&x4, buf, buf + kg, corr, d, qx, ng, dt);
+    qg_prepare(&x4, buf, buf + kg, corr, d, qx, ng, x_kind(dt));
     ts_pf_kind kind = pf_kind(dt);
     uint64_t bytes = (uint64_t)(n1 - n0) * rb, t0;
     int c = ts_pf_begin(kind, bytes, &t0);
@@ -298,7 +311,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     for (int s = 0; s < S; s++) {
         uint8_t *p = buf + (size_t)s * (per + aux);
         int32_t *corr = (int32_t *)(p + per);
-        qg_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng, dt);
+        qg_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng, x_kind(dt));
     }
     __m512 acc[TS_GEMM_BATCH_MAX];
     const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
@@ -322,6 +335,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
 static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
                             int n0, int n1) {
     if (dt == TS_DTYPE_Q8_0) gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q8_0);
+    else if (dt == TS_DTYPE_Q4_0X16) gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16);
     else gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0);
 }
 
@@ -333,6 +347,7 @@ void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, con
 
 static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
     if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0);
+    else if (dt == TS_DTYPE_Q4_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16);
     else gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0);
 }
 
@@ -387,6 +402,9 @@ static void q16_pack_q8(void *P, const void *W, int K, int n, int nv, int k0, in
 }
 static void q16_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
     q16_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
+}
+static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    ts_panel_pack_q4x16(q16_pack_q4, P, W, K, n, nv, k0, kb);
 }
 
 /* ms (<= Q16_MR) x rows of the block against the panel, per 32-position block an integer dot
@@ -446,6 +464,8 @@ TS_PANEL_TILES_3ROW(q16, q16_tile)
 static const ts_panel_ops k_q8_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8,
                                       TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0};
 static const ts_panel_ops k_q4_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4,
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0};
+static const ts_panel_ops k_q4x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4x16,
                                       TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0};
 
 
@@ -519,21 +539,26 @@ static void q8x_pack_q8(void *P, const void *W, int K, int n, int nv, int k0, in
 static void q8x_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
     q8x_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
+static void q8x_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    ts_panel_pack_q4x16(q8x_pack_q4, P, W, K, n, nv, k0, kb);
+}
 
 TS_PANEL_TILES_3ROW(q8x, q8x_tile)
 static const ts_panel_ops k_q8_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8,
                                      TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0};
 static const ts_panel_ops k_q4_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4,
                                      TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0};
+static const ts_panel_ops k_q4x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4x16,
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0};
 
 
 static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1) {
-    ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_i16 : &k_q4_i16, y, ldy, xp, ldx, W, K, S, n0, n1);
+    ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_i16 : dt == TS_DTYPE_Q4_0X16 ? &k_q4x16_i16 : &k_q4_i16, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 static void q_prefill_i8(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                          int n0, int n1) {
-    ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_i8 : &k_q4_i8, y, ldy, xp, ldx, W, K, S, n0, n1);
+    ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_i8 : dt == TS_DTYPE_Q4_0X16 ? &k_q4x16_i8 : &k_q4_i8, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
@@ -543,8 +568,9 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
     case TS_Q_PREFILL_BF16: ts_cpu_gemm_q_bf16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I8: q_prefill_i8(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
-    case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); below 32 rows I16 is as fast or faster */
-        if (S >= TS_AMX_MIN_S) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+    case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); below 32 rows I16 is as fast or faster;
+                            * the AMX packs read stored blocks only (no 16-block lane order is made with AMX) */
+        if (S >= TS_AMX_MIN_S && dt != TS_DTYPE_Q4_0X16) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         break;
     default: ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
