@@ -201,8 +201,12 @@ int cmd_bench(int argc, char **argv) {
     /* The kernels the matrices run with (the AVX-512 ones are chosen per core by timing, gemm.h) */
     char kernels[512];
     int qmats = !strcmp(m->cfg.torch_dtype, "Q8_0") || !strcmp(m->cfg.torch_dtype, "Q4_0");
+    ts_dtype qdt = !strcmp(m->cfg.torch_dtype, "Q8_0") ? TS_DTYPE_Q8_0 : TS_DTYPE_Q4_0;
+    /* copies of Q8_0 / Q4_0 matrices in 16-block lane order (gemm.h) */
+    int x16 = qmats && copy_weights && ts_cpu_x16_wanted(ts_cpu_best_variant(), qdt);
     if (qmats)
-        snprintf(kernels, sizeof kernels, "%s", ts_cpu_gemm_q_name(ts_cpu_best_variant()));
+        snprintf(kernels, sizeof kernels, "%s%s", ts_cpu_gemm_q_name(ts_cpu_best_variant()),
+                 x16 ? "; weights copied in 16-block lane order" : "");
     else
         snprintf(kernels, sizeof kernels, "prefill %s; decode %s", ts_cpu_prefill_kernel_name(ts_cpu_best_variant()),
                  ts_cpu_decode_kernel_name(ts_cpu_best_variant()));
@@ -211,9 +215,9 @@ int cmd_bench(int argc, char **argv) {
     /* only the kernels that take part: the FP32 BF16 GEMV (not the x3 one), the VNNI Q GEMVs */
     if (ts_cpu_best_variant() >= TS_CPU_AVX512BF16 &&
         (qmats ? ts_cpu_features_get()->avx512vnni : ts_cpu_avx512_decode_f32()))
-        ts_pf_describe(!qmats                                ? TS_PF_BF16
-                       : !strcmp(m->cfg.torch_dtype, "Q8_0") ? TS_PF_Q8
-                                                             : TS_PF_Q4,
+        ts_pf_describe(!qmats                    ? TS_PF_BF16
+                       : qdt == TS_DTYPE_Q8_0 ? (x16 ? TS_PF_Q8X16 : TS_PF_Q8)
+                                              : (x16 ? TS_PF_Q4X16 : TS_PF_Q4),
                        pfd, sizeof pfd);
     /* Counted, not declared: the regions one decoded token ran, less the LM head's, per layer. */
     double dpl = (dec.dispatches_per_run - 1) / c->n_layers;

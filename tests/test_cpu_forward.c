@@ -372,9 +372,10 @@ static void check_copy_same(const ts_model *m, const char *name, ts_cpu_variant 
         ts_cpu_free(cp);
     }
     int same = ok && !memcmp(lg[0], lg[1], sizeof(float) * 4 * (size_t)c->n_vocab);
-    int x16 = (strstr(name, "q4_0") != NULL) && ts_cpu_q4x16_wanted(v);
+    ts_dtype qt = strstr(name, "q4_0") ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0;
+    int x16 = ts_cpu_x16_wanted(v, qt);
     printf("    %s: copied weights%s give the in-place logits %s (prefill 13, decode 3)\n", name,
-           x16 ? " (Q4_0 in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
+           x16 ? " (in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
     CHECK(same, "%s %s: copied and in-place logits differ", name, ts_cpu_variant_name(v));
     free(lg[0]), free(lg[1]);
 }
@@ -430,12 +431,22 @@ int main(void) {
     snprintf(wide, sizeof wide, "%s/qwen3-0.6b-1layer", base);
     ts_error werr;
     ts_model *wm = NULL;
-    if (ts_synth_write("qwen3-0.6b", wide, &(ts_synth_opts){5, 2048, 1, NULL, NULL}, &werr) != TS_OK ||
-        ts_model_open(wide, &wm, &werr) != TS_OK || ts_model_quantize(wm, TS_DTYPE_Q4_0, &werr) != TS_OK)
-        CHECK(0, "qwen3-0.6b, one layer, Q4_0: %s", werr.msg);
-    for (int v = 0; wm && v < TS_CPU_VARIANT_COUNT; v++)
-        if (ts_cpu_variant_supported((ts_cpu_variant)v)) check_copy_same(wm, "qwen3-0.6b 1 layer --quant q4_0", (ts_cpu_variant)v);
-    ts_model_close(wm);
+    if (ts_synth_write("qwen3-0.6b", wide, &(ts_synth_opts){5, 2048, 1, NULL, NULL}, &werr) != TS_OK)
+        CHECK(0, "qwen3-0.6b, one layer: %s", werr.msg);
+    for (int q = 0; q < 2; q++) {
+        ts_dtype qt = q ? TS_DTYPE_Q8_0 : TS_DTYPE_Q4_0;
+        if (ts_model_open(wide, &wm, &werr) != TS_OK || ts_model_quantize(wm, qt, &werr) != TS_OK) {
+            CHECK(0, "qwen3-0.6b, one layer, %s: %s", ts_dtype_name(qt), werr.msg);
+            ts_model_close(wm);
+            wm = NULL;
+            continue;
+        }
+        for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++)
+            if (ts_cpu_variant_supported((ts_cpu_variant)v))
+                check_copy_same(wm, q ? "qwen3-0.6b 1 layer --quant q8_0" : "qwen3-0.6b 1 layer --quant q4_0", (ts_cpu_variant)v);
+        ts_model_close(wm);
+        wm = NULL;
+    }
     for (int v = 0; v < TS_CPU_VARIANT_COUNT; v++) {
         if (!ts_cpu_variant_supported((ts_cpu_variant)v)) {
             th_isa_gap(ts_cpu_variant_name((ts_cpu_variant)v), "kernel variant");

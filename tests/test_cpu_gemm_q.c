@@ -318,10 +318,11 @@ static int amx_main(void) {
     return th_finish("test_cpu_gemm_q amx");
 }
 
-/* Q4_0 in 16-block lane order (gemm.h, the cpu target's copy for these kernels): the layout
- * round-trips block by block and row by row, and every AVX-512 kernel on it (decode, batched
- * decode, each prefill kernel, column shares) gives the bits it gives on the stored rows. */
-static void check_q4x16(void) {
+/* Q8_0 / Q4_0 in 16-block lane order (gemm.h, the cpu target's copies for these kernels): the
+ * layout round-trips block by block and row by row, and every AVX-512 kernel on it (decode,
+ * batched decode, each prefill kernel, column shares) gives the bits it gives on the stored rows. */
+static void check_x16(ts_dtype dt) {
+    ts_dtype x16 = dt == TS_DTYPE_Q8_0 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;
     uint64_t saved = rng; /* its own draws: the checks after it keep the data they were written against */
     rng = 0x51afd7ed558ccd3dull;
     static const struct {
@@ -329,20 +330,20 @@ static void check_q4x16(void) {
     } shapes[] = {{2048, 2048}, {1024, 3072}, {37, 2080}, {70, 288}, {5, 512}, {3, 32}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int N = shapes[i].N, K = shapes[i].K, nb = K / TS_QBLOCK;
-        size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q4_0, K);
-        CHECK(ts_gemm_row_bytes(TS_DTYPE_Q4_0X16, K) == rb, "row bytes differ");
-        uint8_t *w = random_q(TS_DTYPE_Q4_0, N, K), *r = malloc(rb * (size_t)N);
-        ts_q4x16_repack_rows(r, w, K, 0, N);
+        size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)nb;
+        CHECK(ts_gemm_row_bytes(x16, K) == rb, "row bytes differ");
+        uint8_t *w = random_q(dt, N, K), *r = malloc(rb * (size_t)N);
+        ts_x16_repack_rows(dt, r, w, K, 0, N);
         int blocks_ok = 1, rows_ok = 1;
         float *a = malloc(sizeof(float) * K), *b = malloc(sizeof(float) * K);
         for (int n = 0; n < N; n++) {
             for (int k = 0; k < nb; k++) {
-                uint8_t blk[18];
-                ts_q4x16_block(r + (size_t)n * rb, K, k, blk);
-                blocks_ok &= !memcmp(blk, w + (size_t)n * rb + (size_t)k * 18, 18);
+                uint8_t blk[2 + TS_QBLOCK];
+                ts_x16_block(x16, r + (size_t)n * rb, K, k, blk);
+                blocks_ok &= !memcmp(blk, w + (size_t)n * rb + (size_t)k * bb, bb);
             }
-            ts_q4x16_row_to_f32(r + (size_t)n * rb, K, a);
-            ts_dtype_to_f32(TS_DTYPE_Q4_0, w, (size_t)n * K, (size_t)K, b);
+            ts_x16_row_to_f32(x16, r + (size_t)n * rb, K, a);
+            ts_dtype_to_f32(dt, w, (size_t)n * K, (size_t)K, b);
             rows_ok &= !memcmp(a, b, sizeof(float) * K);
         }
         CHECK(blocks_ok, "N=%d K=%d: a block of the lane order is not the stored block", N, K);
@@ -364,8 +365,8 @@ static void check_q4x16(void) {
             for (int cut = 0; cut < 2; cut++) {
                 int a0 = cut ? n0 : 0, a1 = cut ? n1 : N;
                 memset(y0, 0, sizeof(float) * (size_t)S * N), memset(y1, 0, sizeof(float) * (size_t)S * N);
-                ts_cpu_gemm_q_avx512(y0, N, xp, K, w, TS_DTYPE_Q4_0, K, S, a0, a1, t);
-                ts_cpu_gemm_q_avx512(y1, N, xp, K, r, TS_DTYPE_Q4_0X16, K, S, a0, a1, t);
+                ts_cpu_gemm_q_avx512(y0, N, xp, K, w, dt, K, S, a0, a1, t);
+                ts_cpu_gemm_q_avx512(y1, N, xp, K, r, x16, K, S, a0, a1, t);
                 int same = !memcmp(y0, y1, sizeof(float) * (size_t)S * N);
                 CHECK(same, "N=%d K=%d S=%d cols [%d,%d): lane order differs from stored", N, K, S, a0, a1);
                 same_all &= same;
@@ -373,16 +374,16 @@ static void check_q4x16(void) {
             /* every prefill kernel (AMX never sees the lane order), and the batched decode */
             for (int k = 0; k < TS_Q_PREFILL_COUNT && S >= 2; k++) {
                 if (k == TS_Q_PREFILL_AMX) continue;
-                ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y0, N, xp, K, w, TS_DTYPE_Q4_0, K, S, 0, N);
-                ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y1, N, xp, K, r, TS_DTYPE_Q4_0X16, K, S, 0, N);
+                ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y0, N, xp, K, w, dt, K, S, 0, N);
+                ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y1, N, xp, K, r, x16, K, S, 0, N);
                 int same = !memcmp(y0, y1, sizeof(float) * (size_t)S * N);
                 CHECK(same, "N=%d K=%d S=%d prefill %s: lane order differs from stored", N, K, S,
                       ts_q_prefill_name((ts_q_prefill)k));
                 same_all &= same;
             }
             if (S <= 8) {
-                ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, TS_DTYPE_Q4_0, K, S, n0, n1, t);
-                ts_cpu_gemv_batch_q_avx512(y1, N, xp, K, r, TS_DTYPE_Q4_0X16, K, S, n0, n1, t);
+                ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, dt, K, S, n0, n1, t);
+                ts_cpu_gemv_batch_q_avx512(y1, N, xp, K, r, x16, K, S, n0, n1, t);
                 int same = 1;
                 for (int s = 0; s < S; s++)
                     same &= !memcmp(y0 + (size_t)s * N + n0, y1 + (size_t)s * N + n0, sizeof(float) * (size_t)(n1 - n0));
@@ -391,7 +392,7 @@ static void check_q4x16(void) {
             }
             free(xp), free(x), free(y0), free(y1);
         }
-        printf("  avx512 Q4_0 in 16-block lane order N=%-5d K=%-5d: blocks %s, rows %s, every kernel %s\n", N, K,
+        printf("  avx512 %s in 16-block lane order N=%-5d K=%-5d: blocks %s, rows %s, every kernel %s\n", ts_dtype_name(dt), N, K,
                blocks_ok ? "round-trip" : "DIFFER", rows_ok ? "dequantize alike" : "DIFFER",
                same_all ? "bit-identical to stored" : "DIFFERS");
         free(w), free(r);
@@ -450,7 +451,8 @@ int main(int argc, char **argv) {
             check_prefill(fn, name, dt, bound);
         }
         if (fn != ts_cpu_gemm_q_avx512) continue;
-        check_q4x16();
+        check_x16(TS_DTYPE_Q4_0);
+        check_x16(TS_DTYPE_Q8_0);
         /* every AVX-512 prefill kernel, whichever this machine picks (AMX: `test_cpu_gemm_q amx`) */
         for (int k = 0; k < TS_Q_PREFILL_COUNT; k++) {
             if (k == TS_Q_PREFILL_AMX) continue;

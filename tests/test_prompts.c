@@ -54,7 +54,9 @@ static ts_model *synth(const char *preset, int vocab, const char *tokdir, const 
 }
 
 static void with_tokenizer(const char *preset, int vocab, const char *tokdir, int32_t want_bos) {
-    ts_model *m = synth(preset, vocab, tokdir, tokdir + 11);
+    char own[64]; /* a directory of this test's own: test_tok_gguf's are named after the tokenizers */
+    snprintf(own, sizeof own, "prompts-%s", tokdir + 11);
+    ts_model *m = synth(preset, vocab, tokdir, own);
     if (!m) return;
     ts_prompt_set p, q;
     ts_error err;

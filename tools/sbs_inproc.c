@@ -52,7 +52,7 @@ static int usage(void) {
                     "[--weights default|mmap|copy] [--kv-cache f32|f16] [--no-probe] [--token-probe] [--json]\n"
                     "       sbs_inproc --types FILE.gguf OTHER.gguf... [--ctx/--gen/--rounds/--threads]: tessera alone\n"
                     "       on each file, in one process, each file's speed over the first's (FILE@f16: that KV cache,\n"
-                    "       FILE@nopin: threads not pinned, FILE@stored: Q4_0 as stored) [--pause-ms N]\n");
+                    "       FILE@nopin: threads not pinned, FILE@stored: Q8_0/Q4_0 as stored) [--pause-ms N]\n");
     return 64;
 }
 
@@ -187,8 +187,8 @@ static int cmp_d(const void *x, const void *y) {
  * it, in alternating rounds (the order rotated every round): each file's speed over the
  * first's per round, which is what "Q8_0 >= 1.8x our BF16" asks of the same moment. A file
  * named FILE@f16 or FILE@f32 runs with that KV cache (else --kv-cache's): the same file twice
- * compares the cache types at the same moment. FILE@stored: Q4_0 matrices copied as stored
- * instead of in 16-block lane order (TESSERA_Q4_LAYOUT=stored, gemm.h). FILE@nopin: that arm's threads not pinned
+ * compares the cache types at the same moment. FILE@stored: Q8_0 / Q4_0 matrices copied as stored
+ * instead of in 16-block lane order (TESSERA_Q_LAYOUT=stored, gemm.h). FILE@nopin: that arm's threads not pinned
  * (TESSERA_PIN_THREADS=0, core/pool.c); with --pause-ms N each token waits N ms first (not
  * timed), as a chat's turns or a server's requests do, after which an unpinned pool's woken
  * threads may share a core. */
@@ -203,10 +203,10 @@ static int types_mode(const args *A) {
         char *at = strrchr(path, '@');
         int kv = A->kv;
         unsetenv("TESSERA_PIN_THREADS"); /* read when the arm makes its session */
-        unsetenv("TESSERA_Q4_LAYOUT");
+        unsetenv("TESSERA_Q_LAYOUT");
         if (at && ts_kv_cache_parse(at + 1) >= 0) kv = ts_kv_cache_parse(at + 1), *at = 0;
         else if (at && !strcmp(at + 1, "nopin")) setenv("TESSERA_PIN_THREADS", "0", 1), *at = 0;
-        else if (at && !strcmp(at + 1, "stored")) setenv("TESSERA_Q4_LAYOUT", "stored", 1), *at = 0;
+        else if (at && !strcmp(at + 1, "stored")) setenv("TESSERA_Q_LAYOUT", "stored", 1), *at = 0;
         if (ts_arm_open(&a[f], path, "default", A->threads, A->ctx, A->gen, kv)) return 1;
         if (ts_pool_pinned(ts_cpu_pool(a[f].cp))) printf("%s: threads pinned\n", files[f]);
     }

@@ -83,16 +83,17 @@ static void copy_part(void *ctx, int ith, int nth) {
     memcpy((char *)j->dst + a, (const char *)j->src + a, b - a);
 }
 
-/* A Q4_0 matrix copied into 16-block lane order (gemm.h), rows split over the pool. */
+/* A Q8_0 / Q4_0 matrix copied into 16-block lane order (gemm.h), rows split over the pool. */
 typedef struct repack_job {
     void *dst;
     const void *src;
     int64_t N, K;
+    ts_dtype dt;
 } repack_job;
 
 static void repack_part(void *ctx, int ith, int nth) {
     const repack_job *j = ctx;
-    ts_q4x16_repack_rows(j->dst, j->src, (int)j->K, j->N * ith / nth, j->N * (ith + 1) / nth);
+    ts_x16_repack_rows(j->dt, j->dst, j->src, (int)j->K, j->N * ith / nth, j->N * (ith + 1) / nth);
 }
 
 /* The whole pages inside [p, p + n) leave this process's mappings (the page cache keeps
@@ -144,10 +145,10 @@ static cpu_mat mat(ts_cpu *c, const ts_tensor *t) {
     void *w = own_mat(c, t->nbytes); /* the copying baseline, still quantized */
     if (!w) return (cpu_mat){NULL, t->dtype};
     ts_dtype dt = t->dtype;
-    if (dt == TS_DTYPE_Q4_0 && ts_cpu_q4x16_wanted(c->variant)) { /* the same bytes in lane order */
-        repack_job j = {w, t->data, t->shape[0], t->shape[1]};
+    if (ts_cpu_x16_wanted(c->variant, dt)) { /* the same bytes in lane order */
+        repack_job j = {w, t->data, t->shape[0], t->shape[1], dt};
         ts_pool_run(c->pool, repack_part, &j);
-        dt = TS_DTYPE_Q4_0X16;
+        dt = dt == TS_DTYPE_Q8_0 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;
     } else {
         copy_job j = {w, t->data, t->nbytes};
         ts_pool_run(c->pool, copy_part, &j);
@@ -472,8 +473,8 @@ ts_status ts_cpu_layer(ts_cpu *c, int l, float *x, int S, int pos0, ts_error *er
 void ts_cpu_embed_row(const ts_cpu *c, int32_t token, float *x) {
     /* a BF16 embedding's rows are Hp apart (a padded copy when H % 16 != 0), a quantized one's H */
     int H = c->c->n_embd;
-    if (c->embed.dt == TS_DTYPE_Q4_0X16) {
-        ts_q4x16_row_to_f32((const uint8_t *)c->embed.w + (size_t)token * ts_gemm_row_bytes(c->embed.dt, H), H, x);
+    if (ts_dtype_is_x16(c->embed.dt)) {
+        ts_x16_row_to_f32(c->embed.dt, (const uint8_t *)c->embed.w + (size_t)token * ts_gemm_row_bytes(c->embed.dt, H), H, x);
         return;
     }
     size_t row = c->embed.dt == TS_DTYPE_BF16 ? (size_t)c->Hp : (size_t)H;

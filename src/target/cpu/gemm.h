@@ -100,18 +100,26 @@ void ts_cpu_gemv_batch_bf16_avx512(float *y, int ldy, const float *xp, int ldx, 
 typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                              int n0, int n1, ts_gemm_tile tile);
 
-/* Q4_0 rows in 16-block lane order, the cpu target's own copy for the AVX-512 VNNI kernels
- * (never in a file): per group of 16 blocks the 16 F16 scales (32 bytes), then 4 x 64 bytes of
- * codes, dword i of the m-th 64 bytes = block i's code bytes 4m..4m+3; a row's last K/32 % 16
- * blocks as stored. Same bytes per row and the same blocks as Q4_0: the decode GEMV loads a
- * group's codes and scales as they lie, where the stored form needs a gather, 4 vpermt2d and a
- * lane transpose (gemm_q_avx512.c), and the prefill packs put each block back first. */
+/* Q8_0 / Q4_0 rows in 16-block lane order, the cpu target's own copies for the AVX-512 VNNI
+ * kernels (never in a file): per group of 16 blocks the 16 F16 scales (32 bytes), then the codes
+ * as 64-byte vectors, dword i of the m-th = code bytes 4m..4m+3 of the block in lane i (4
+ * vectors for Q4_0, 8 for Q8_0); a row's last K/32 % 16 blocks as stored. Lane i holds block i
+ * (Q4_0) or block 4 (i % 4) + i / 4 (Q8_0: the lanes the stored form's kernel sums its blocks
+ * in, so both forms give the same bits). The same bytes per group and row as stored: the decode
+ * GEMV loads a group as it lies, where the stored form needs a gather of the scales and shuffles
+ * of the codes (gemm_q_avx512.c), and the prefill packs put each block back first. */
 #define TS_DTYPE_Q4_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 1))
-#define TS_Q4X16_GROUP 288 /* bytes of a 16-block group: 16 x 18 */
+#define TS_DTYPE_Q8_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 2))
+static inline int ts_dtype_is_x16(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 || dt == TS_DTYPE_Q8_0X16; }
+/* the stored type of a lane-order type (others: themselves) */
+static inline ts_dtype ts_x16_stored(ts_dtype dt) {
+    return dt == TS_DTYPE_Q4_0X16 ? TS_DTYPE_Q4_0 : dt == TS_DTYPE_Q8_0X16 ? TS_DTYPE_Q8_0 : dt;
+}
+/* the lane of block k (0..15) of a group: self-inverse, so also the block of lane k */
+static inline int ts_x16_lane(ts_dtype dt, int k) { return ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 4 * (k % 4) + k / 4 : k; }
 
 static inline size_t ts_gemm_row_bytes(ts_dtype dt, int K) {
-    if (dt == TS_DTYPE_Q4_0X16) dt = TS_DTYPE_Q4_0;
-    switch (dt) {
+    switch (ts_x16_stored(dt)) {
     case TS_DTYPE_Q8_0: return (size_t)K / TS_QBLOCK * (2 + TS_QBLOCK);
     case TS_DTYPE_Q4_0: return (size_t)K / TS_QBLOCK * (2 + TS_QBLOCK / 2);
     case TS_DTYPE_F32: return (size_t)K * 4;
@@ -120,14 +128,16 @@ static inline size_t ts_gemm_row_bytes(ts_dtype dt, int K) {
 }
 static inline int ts_dtype_is_quant(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 || dt == TS_DTYPE_Q4_0; }
 
-/* Whether a session of variant v copies its Q4_0 matrices into 16-block lane order (gemm_q.c). */
-int ts_cpu_q4x16_wanted(ts_cpu_variant v);
-/* Rows [r0, r1) of a Q4_0 matrix (K columns) from src (stored) to dst in 16-block lane order. */
-void ts_q4x16_repack_rows(uint8_t *dst, const uint8_t *src, int K, int64_t r0, int64_t r1);
-/* Block b of a row in 16-block lane order, put back in the stored 18 bytes (scale, codes). */
-void ts_q4x16_block(const uint8_t *row, int K, int b, uint8_t out[18]);
-/* A row in 16-block lane order dequantized to K floats (as ts_dtype_to_f32 does a stored row). */
-void ts_q4x16_row_to_f32(const uint8_t *row, int K, float *out);
+/* Whether a session of variant v copies its matrices of stored type dt (Q8_0, Q4_0) into
+ * 16-block lane order (gemm_q.c). */
+int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt);
+/* Rows [r0, r1) of a matrix of stored type dt (Q8_0, Q4_0; K columns) from src to dst in
+ * 16-block lane order. */
+void ts_x16_repack_rows(ts_dtype dt, uint8_t *dst, const uint8_t *src, int K, int64_t r0, int64_t r1);
+/* Block b of a row in lane order x16 (TS_DTYPE_Q*_0X16), put back as stored in out (18 or 34 bytes). */
+void ts_x16_block(ts_dtype x16, const uint8_t *row, int K, int b, uint8_t *out);
+/* A row in lane order dequantized to K floats (as ts_dtype_to_f32 does a stored row). */
+void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out);
 
 /* x quantized for the decode kernels: q (K) in natural order, d (K / 32) scales. */
 typedef struct ts_gemm_qx {

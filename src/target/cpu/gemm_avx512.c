@@ -421,11 +421,17 @@ static void pack_panel_q8_bf16(void *P, const void *W, int K, int n, int nv, int
 static void pack_panel_q4_bf16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
     pack_panel_dq_bf16(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
+static void pack_panel_q8x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    ts_panel_pack_x16(TS_DTYPE_Q8_0X16, pack_panel_q8, P, W, K, n, nv, k0, kb);
+}
 static void pack_panel_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_q4x16(pack_panel_q4, P, W, K, n, nv, k0, kb);
+    ts_panel_pack_x16(TS_DTYPE_Q4_0X16, pack_panel_q4, P, W, K, n, nv, k0, kb);
+}
+static void pack_panel_q8x16_bf16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    ts_panel_pack_x16(TS_DTYPE_Q8_0X16, pack_panel_q8_bf16, P, W, K, n, nv, k0, kb);
 }
 static void pack_panel_q4x16_bf16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_q4x16(pack_panel_q4_bf16, P, W, K, n, nv, k0, kb);
+    ts_panel_pack_x16(TS_DTYPE_Q4_0X16, pack_panel_q4_bf16, P, W, K, n, nv, k0, kb);
 }
 
 static const ts_panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,
@@ -434,10 +440,13 @@ static const ts_panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,
 static const ts_panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32, F32_TILES, TS_DTYPE_BF16};
 static const ts_panel_ops k_q8 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8, F32_TILES, TS_DTYPE_Q8_0};
 static const ts_panel_ops k_q4 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4, F32_TILES, TS_DTYPE_Q4_0};
+static const ts_panel_ops k_q8x16 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8x16, F32_TILES, TS_DTYPE_Q8_0X16};
 static const ts_panel_ops k_q4x16 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4x16, F32_TILES, TS_DTYPE_Q4_0X16};
 #define BF16_TILES {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}
 static const ts_panel_ops k_q8_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q8_bf16, BF16_TILES, TS_DTYPE_Q8_0};
 static const ts_panel_ops k_q4_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q4_bf16, BF16_TILES, TS_DTYPE_Q4_0};
+static const ts_panel_ops k_q8x16_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q8x16_bf16, BF16_TILES,
+                                          TS_DTYPE_Q8_0X16};
 static const ts_panel_ops k_q4x16_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q4x16_bf16, BF16_TILES,
                                           TS_DTYPE_Q4_0X16};
 #undef BF16_TILES
@@ -546,13 +555,13 @@ void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const u
 void ts_cpu_gemm_q_panels_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,
                                  int S, int n0, int n1) {
     if (n0 < n1 && S >= 1)
-        ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8 : dt == TS_DTYPE_Q4_0X16 ? &k_q4x16 : &k_q4, y, ldy, xp, ldx, W, K, S, n0, n1);
+        ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8, &k_q4, &k_q8x16, &k_q4x16), y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 void ts_cpu_gemm_q_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                                int n0, int n1) {
     if (n0 < n1 && S >= 1)
-        ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_bf16 : dt == TS_DTYPE_Q4_0X16 ? &k_q4x16_bf16 : &k_q4_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
+        ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8_bf16, &k_q4_bf16, &k_q8x16_bf16, &k_q4x16_bf16), y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 static int g_prefill_f32;

@@ -149,49 +149,55 @@ void ts_cpu_gemm_q_decode(float *y, const float *xp, const void *W, ts_dtype dt,
     free(heap);
 }
 
-/* ---- Q4_0 in 16-block lane order (gemm.h, TS_DTYPE_Q4_0X16) ---- */
+/* ---- Q8_0 / Q4_0 in 16-block lane order (gemm.h, TS_DTYPE_Q*_0X16) ---- */
 
-void ts_q4x16_repack_rows(uint8_t *dst, const uint8_t *src, int K, int64_t r0, int64_t r1) {
-    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q4_0, K);
-    int ng = K / TS_QBLOCK / 16;
+static ts_dtype x16_of(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16; }
+
+void ts_x16_repack_rows(ts_dtype dt, uint8_t *dst, const uint8_t *src, int K, int64_t r0, int64_t r1) {
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK), gb = 16 * bb;
+    int ng = K / TS_QBLOCK / 16, cw = (int)(bb - 2) / 4; /* code dwords per block */
+    ts_dtype x16 = x16_of(dt);
     for (int64_t n = r0; n < r1; n++) {
         const uint8_t *s = src + (size_t)n * rb;
         uint8_t *d = dst + (size_t)n * rb;
-        for (int g = 0; g < ng; g++, s += TS_Q4X16_GROUP, d += TS_Q4X16_GROUP)
+        for (int g = 0; g < ng; g++, s += gb, d += gb)
             for (int i = 0; i < 16; i++) {
-                memcpy(d + 2 * i, s + 18 * i, 2);
-                for (int m = 0; m < 4; m++) memcpy(d + 32 + 64 * m + 4 * i, s + 18 * i + 2 + 4 * m, 4);
+                const uint8_t *blk = s + bb * (size_t)ts_x16_lane(x16, i); /* the block of lane i */
+                memcpy(d + 2 * i, blk, 2);
+                for (int m = 0; m < cw; m++) memcpy(d + 32 + 64 * m + 4 * i, blk + 2 + 4 * m, 4);
             }
-        memcpy(d, s, rb - (size_t)ng * TS_Q4X16_GROUP); /* the tail blocks as stored */
+        memcpy(d, s, rb - (size_t)ng * gb); /* the tail blocks as stored */
     }
 }
 
-void ts_q4x16_block(const uint8_t *row, int K, int b, uint8_t out[18]) {
-    int ng = K / TS_QBLOCK / 16;
+void ts_x16_block(ts_dtype x16, const uint8_t *row, int K, int b, uint8_t *out) {
+    ts_dtype dt = ts_x16_stored(x16);
+    size_t bb = ts_gemm_row_bytes(dt, K) / (size_t)(K / TS_QBLOCK);
+    int ng = K / TS_QBLOCK / 16, cw = (int)(bb - 2) / 4;
     if (b >= 16 * ng) {
-        memcpy(out, row + (size_t)b * 18, 18);
+        memcpy(out, row + (size_t)b * bb, bb);
         return;
     }
-    const uint8_t *g = row + (size_t)(b / 16) * TS_Q4X16_GROUP;
-    int i = b % 16;
+    const uint8_t *g = row + (size_t)(b / 16) * 16 * bb;
+    int i = ts_x16_lane(x16, b % 16);
     memcpy(out, g + 2 * i, 2);
-    for (int m = 0; m < 4; m++) memcpy(out + 2 + 4 * m, g + 32 + 64 * m + 4 * i, 4);
+    for (int m = 0; m < cw; m++) memcpy(out + 2 + 4 * m, g + 32 + 64 * m + 4 * i, 4);
 }
 
-void ts_q4x16_row_to_f32(const uint8_t *row, int K, float *out) {
-    uint8_t blk[18];
+void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
+    uint8_t blk[2 + TS_QBLOCK];
     for (int b = 0; b < K / TS_QBLOCK; b++) {
-        ts_q4x16_block(row, K, b, blk);
-        ts_dtype_to_f32(TS_DTYPE_Q4_0, blk, 0, TS_QBLOCK, out + (size_t)b * TS_QBLOCK);
+        ts_x16_block(x16, row, K, b, blk);
+        ts_dtype_to_f32(ts_x16_stored(x16), blk, 0, TS_QBLOCK, out + (size_t)b * TS_QBLOCK);
     }
 }
 
 /* Only for the AVX-512 VNNI kernels (the others read stored blocks), not under AMX prefill
- * (its packs read stored blocks), and not when TESSERA_Q4_LAYOUT=stored asks for the file's
+ * (its packs read stored blocks), and not when TESSERA_Q_LAYOUT=stored asks for the file's
  * layout (read at each session's creation: measurements put both in one process). */
-int ts_cpu_q4x16_wanted(ts_cpu_variant v) {
-    const char *e = getenv("TESSERA_Q4_LAYOUT");
-    if (e && !strcmp(e, "stored")) return 0;
+int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
+    const char *e = getenv("TESSERA_Q_LAYOUT");
+    if ((dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) || (e && !strcmp(e, "stored"))) return 0;
     return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() != TS_Q_PREFILL_AMX;
 }
 

@@ -84,13 +84,21 @@ static inline int qg_lane_block(int i) { return 4 * (i % 4) + i / 4; }
  * dword j % 4 of that block, low nibbles (j < 4) or high (j >= 4). */
 static const int32_t q4_x_off[16] __attribute__((aligned(64))) = {0,   32,  64,  96,  128, 160, 192, 224,
                                                                  256, 288, 320, 352, 384, 416, 448, 480};
-static inline void q4_x_group(uint8_t *dst, const uint8_t *nat) {
-    const __m512i off = _mm512_load_si512(q4_x_off);
+/* Q8_0 in lane order (gemm.h): lane i holds block 4 (i % 4) + i / 4, the stored Q8_0 kernel's
+ * lanes, so both give the same bits */
+static const int32_t q8x16_x_off[16] __attribute__((aligned(64))) = {0,  128, 256, 384, 32,  160, 288, 416,
+                                                                    64, 192, 320, 448, 96,  224, 352, 480};
+static inline void q4_x_group(uint8_t *dst, const uint8_t *nat, const int32_t *offs) {
+    const __m512i off = _mm512_load_si512(offs);
     for (int j = 0; j < 8; j++) _mm512_storeu_si512(dst + 64 * j, _mm512_i32gather_epi32(off, nat + 4 * j, 1));
 }
 
+/* dt: Q4_0 (either form), Q8_0 (stored) or TS_DTYPE_Q8_0X16: the last lays x out as Q4_0's
+ * (one block per dword lane) in its own lanes, with Q8_0's correction terms */
 static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng, ts_dtype dt) {
     const __m512i ones = _mm512_set1_epi16(1);
+    const int lanes = dt != TS_DTYPE_Q8_0, q8 = dt != TS_DTYPE_Q4_0;
+    const int32_t *offs = q8 ? q8x16_x_off : q4_x_off;
     uint8_t nh[QG * TS_QBLOCK] __attribute__((aligned(64))), nl[QG * TS_QBLOCK] __attribute__((aligned(64)));
     for (int g = 0; g < ng; g++) {
         for (int pr = 0; pr < QG / 2; pr++) {
@@ -99,7 +107,7 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
             __m512i h = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(_mm512_srai_epi16(x0, 8))),
                                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(x1, 8)), 1);
             __m512i l = _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi16_epi8(x0)), _mm512_cvtepi16_epi8(x1), 1);
-            if (dt == TS_DTYPE_Q4_0) { /* natural order for the group, then its vectors */
+            if (lanes) { /* natural order for the group, then its vectors */
                 _mm512_store_si512(nh + 64 * pr, h);
                 _mm512_store_si512(nl + 64 * pr, l);
                 continue;
@@ -107,15 +115,15 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
             _mm512_storeu_si512(hi + b * TS_QBLOCK, h);
             _mm512_storeu_si512(lo + b * TS_QBLOCK, l);
         }
-        if (dt == TS_DTYPE_Q4_0) {
-            q4_x_group(hi + (size_t)g * QG * TS_QBLOCK, nh);
-            q4_x_group(lo + (size_t)g * QG * TS_QBLOCK, nl);
+        if (lanes) {
+            q4_x_group(hi + (size_t)g * QG * TS_QBLOCK, nh, offs);
+            q4_x_group(lo + (size_t)g * QG * TS_QBLOCK, nl, offs);
         }
         for (int i = 0; i < QG; i++) {
-            size_t b = (size_t)g * QG + (dt == TS_DTYPE_Q4_0 ? i : qg_lane_block(i));
+            size_t b = (size_t)g * QG + (q8 ? qg_lane_block(i) : i);
             __m512i x = _mm512_loadu_si512(qx.q + b * TS_QBLOCK);
-            corr[g * QG + i] = dt == TS_DTYPE_Q4_0 ? 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones))
-                                                    : 32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones));
+            corr[g * QG + i] = q8 ? 32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones))
+                                  : 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones));
             d[g * QG + i] = qx.d[b];
         }
     }
@@ -149,6 +157,12 @@ typedef struct qgw {
 } qgw;
 
 static inline __attribute__((always_inline)) void qg_group_w(qgw *o, const uint8_t *p, ts_dtype dt, ts_pf pf) {
+    if (dt == TS_DTYPE_Q8_0X16) { /* in lane order (gemm.h): 8 loads, no gather */
+        ts_pf_lines(p, pf, 9); /* the group's 544 bytes */
+        o->dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        for (int j = 0; j < 8; j++) o->c[j] = _mm512_loadu_si512(p + 32 + 64 * j);
+        return;
+    }
     if (dt == TS_DTYPE_Q8_0) {
         const size_t bb = 2 + TS_QBLOCK;
         ts_pf_lines(p, pf, 9); /* the group's 544 bytes */
@@ -197,7 +211,18 @@ static inline __attribute__((always_inline)) __m512 qg_group_x(__m512 acc, const
                                                                ts_dtype dt) {
     const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
     __m512i t;
-    if (dt != TS_DTYPE_Q8_0) {
+    if (dt == TS_DTYPE_Q8_0X16) {
+        /* every dword lane is one block, as Q4_0 below; the codes + 128 against the high bytes */
+        const __m512i flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
+        __m512i h0 = z, h1 = z, l0 = z, l1 = z;
+        for (int j = 0; j < 4; j++) {
+            h0 = _mm512_dpbusd_epi32(h0, _mm512_xor_si512(w->c[j], flip), _mm512_loadu_si512(xh + 64 * j));
+            h1 = _mm512_dpbusd_epi32(h1, _mm512_xor_si512(w->c[4 + j], flip), _mm512_loadu_si512(xh + 256 + 64 * j));
+            l0 = _mm512_dpbusd_epi32(l0, _mm512_loadu_si512(xl + 64 * j), w->c[j]);
+            l1 = _mm512_dpbusd_epi32(l1, _mm512_loadu_si512(xl + 256 + 64 * j), w->c[4 + j]);
+        }
+        t = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(h0, h1), 8), _mm512_add_epi32(l0, l1));
+    } else if (dt != TS_DTYPE_Q8_0) {
         /* every dword lane is one block: 4 chains of 4 (hi and lo bytes, low and high nibbles) */
         const __m512i z = _mm512_setzero_si512();
         __m512i h0 = z, h1 = z, l0 = z, l1 = z;
@@ -233,7 +258,8 @@ static inline __attribute__((always_inline)) __m512 qg_group_x(__m512 acc, const
 /* the last nb % 16 blocks, one at a time (vpdpwssd on the codes widened to int16) */
 static inline __attribute__((always_inline)) __m512 qg_tail(__m512 acc, const uint8_t *row, ts_gemm_qx qx, int b,
                                                             int nb, ts_dtype dt) {
-    const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    dt = ts_x16_stored(dt); /* the tail is stored as in the file */
+    const size_t bb = ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     const __m512i z = _mm512_setzero_si512();
     for (; b < nb; b++) {
         const uint8_t *p0 = row + (size_t)b * bb;
@@ -245,7 +271,7 @@ static inline __attribute__((always_inline)) __m512 qg_tail(__m512 acc, const ui
 
 static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row, ts_gemm_qx qx, const qgx *x4,
                                                               int nb, ts_dtype dt, ts_pf pf) {
-    const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    const size_t bb = ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     __m512 acc = _mm512_setzero_ps();
     int ng = nb / QG, b = 0;
     for (int g = 0; g < ng; g++, b += QG) {
@@ -257,10 +283,10 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
 }
 
 static inline ts_pf_kind pf_kind(ts_dtype dt) {
-    return dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : dt == TS_DTYPE_Q4_0X16 ? TS_PF_Q4X16 : TS_PF_Q4;
+    return dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : dt == TS_DTYPE_Q8_0X16 ? TS_PF_Q8X16 : dt == TS_DTYPE_Q4_0X16 ? TS_PF_Q4X16 : TS_PF_Q4;
 }
 /* the layout of the prepared x (qg_prepare): Q4_0's for both Q4_0 forms */
-static inline ts_dtype x_kind(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 ? dt : TS_DTYPE_Q4_0; }
+static inline ts_dtype x_kind(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 ? TS_DTYPE_Q4_0 : dt; }
 
 static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_qx qx, const uint8_t *W, int K,
                                                               int n0, int n1, ts_dtype dt) {
@@ -314,7 +340,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
         qg_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng, x_kind(dt));
     }
     __m512 acc[TS_GEMM_BATCH_MAX];
-    const size_t bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    const size_t bb = ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     ts_pf pf = ts_pf_candidate(pf_kind(dt), ts_pf_current(pf_kind(dt)));
     for (int n = n0; n < n1; n++) {
         const uint8_t *row = W + (size_t)n * rb;
@@ -335,6 +361,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
 static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
                             int n0, int n1) {
     if (dt == TS_DTYPE_Q8_0) gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q8_0);
+    else if (dt == TS_DTYPE_Q8_0X16) gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q8_0X16);
     else if (dt == TS_DTYPE_Q4_0X16) gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16);
     else gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0);
 }
@@ -347,6 +374,7 @@ void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, con
 
 static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
     if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0);
+    else if (dt == TS_DTYPE_Q8_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0X16);
     else if (dt == TS_DTYPE_Q4_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16);
     else gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0);
 }
@@ -403,8 +431,11 @@ static void q16_pack_q8(void *P, const void *W, int K, int n, int nv, int k0, in
 static void q16_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
     q16_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
+static void q16_pack_q8x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    ts_panel_pack_x16(TS_DTYPE_Q8_0X16, q16_pack_q8, P, W, K, n, nv, k0, kb);
+}
 static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_q4x16(q16_pack_q4, P, W, K, n, nv, k0, kb);
+    ts_panel_pack_x16(TS_DTYPE_Q4_0X16, q16_pack_q4, P, W, K, n, nv, k0, kb);
 }
 
 /* ms (<= Q16_MR) x rows of the block against the panel, per 32-position block an integer dot
@@ -466,7 +497,9 @@ static const ts_panel_ops k_q8_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8,
 static const ts_panel_ops k_q4_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4,
                                       TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0};
 static const ts_panel_ops k_q4x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4x16,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0};
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0X16};
+static const ts_panel_ops k_q8x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8x16,
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0X16};
 
 
 /* ---- Prefill, experimental: 8-bit x (llama.cpp's Q8_0 activations) with vpdpbusd ----
@@ -539,8 +572,11 @@ static void q8x_pack_q8(void *P, const void *W, int K, int n, int nv, int k0, in
 static void q8x_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
     q8x_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
+static void q8x_pack_q8x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    ts_panel_pack_x16(TS_DTYPE_Q8_0X16, q8x_pack_q8, P, W, K, n, nv, k0, kb);
+}
 static void q8x_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_q4x16(q8x_pack_q4, P, W, K, n, nv, k0, kb);
+    ts_panel_pack_x16(TS_DTYPE_Q4_0X16, q8x_pack_q4, P, W, K, n, nv, k0, kb);
 }
 
 TS_PANEL_TILES_3ROW(q8x, q8x_tile)
@@ -549,16 +585,18 @@ static const ts_panel_ops k_q8_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8,
 static const ts_panel_ops k_q4_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4,
                                      TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0};
 static const ts_panel_ops k_q4x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4x16,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0};
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0X16};
+static const ts_panel_ops k_q8x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8x16,
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0X16};
 
 
 static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1) {
-    ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_i16 : dt == TS_DTYPE_Q4_0X16 ? &k_q4x16_i16 : &k_q4_i16, y, ldy, xp, ldx, W, K, S, n0, n1);
+    ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8_i16, &k_q4_i16, &k_q8x16_i16, &k_q4x16_i16), y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 static void q_prefill_i8(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                          int n0, int n1) {
-    ts_cpu_gemm_panels_avx512(dt == TS_DTYPE_Q8_0 ? &k_q8_i8 : dt == TS_DTYPE_Q4_0X16 ? &k_q4x16_i8 : &k_q4_i8, y, ldy, xp, ldx, W, K, S, n0, n1);
+    ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8_i8, &k_q4_i8, &k_q8x16_i8, &k_q4x16_i8), y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
@@ -570,7 +608,7 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
     case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); below 32 rows I16 is as fast or faster;
                             * the AMX packs read stored blocks only (no 16-block lane order is made with AMX) */
-        if (S >= TS_AMX_MIN_S && dt != TS_DTYPE_Q4_0X16) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+        if (S >= TS_AMX_MIN_S && !ts_dtype_is_x16(dt)) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         break;
     default: ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;

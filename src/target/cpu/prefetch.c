@@ -18,6 +18,7 @@ static const ts_pf k_cand[TS_PF_KINDS][TS_PF_CANDS] = {
     {{1024, 3072}, {0, 4096}, {2048, 0}}, /* BF16 weights widened to FP32 */
     {{2048, 4096}, {0, 4096}, {3072, 0}}, /* Q8_0 */
     {{768, 4096}, {0, 4096}, {3072, 0}},  /* Q4_0 */
+    {{2048, 4096}, {0, 4096}, {3072, 0}}, /* Q8_0 in 16-block lane order: Q8_0's to start from */
     /* Q4_0 in 16-block lane order: a microbenchmark on Zen 5 (2 threads, 691 MB) read 1.07-1.11x
      * the stored form's with 768 / 4096 or 1024 / 8192, 0.91x with the L2 prefetch alone */
     {{768, 4096}, {1024, 8192}, {0, 4096}},
