@@ -44,9 +44,13 @@ static double rel_l2(const float *a, const float *b, int n) {
 
 /* One kind at one shape: every candidate against candidate 0 (bitwise) and the scalar kernel. */
 static void check_kind(ts_pf_kind kind, int N, int K) {
-    ts_dtype dt = kind == TS_PF_Q8 ? TS_DTYPE_Q8_0 : kind == TS_PF_Q4 ? TS_DTYPE_Q4_0 : TS_DTYPE_BF16;
+    ts_dtype dt = kind == TS_PF_Q8     ? TS_DTYPE_Q8_0
+                  : kind == TS_PF_Q4   ? TS_DTYPE_Q4_0
+                  : kind == TS_PF_Q8X16 ? TS_DTYPE_Q8_0X16
+                  : kind == TS_PF_Q4X16 ? TS_DTYPE_Q4_0X16
+                                        : TS_DTYPE_BF16;
     size_t rb = ts_gemm_row_bytes(dt, K);
-    uint8_t *W = malloc(rb * (size_t)N);
+    uint8_t *W = malloc(rb * (size_t)N), *stored = NULL;
     float *x = malloc(sizeof(float) * (size_t)K), *xp = malloc(sizeof(float) * (size_t)K);
     float *y[TS_PF_CANDS], *ys = malloc(sizeof(float) * (size_t)N);
     for (size_t i = 0; i < rb * (size_t)N; i++) W[i] = (uint8_t)urand();
@@ -55,6 +59,11 @@ static void check_kind(ts_pf_kind kind, int N, int K) {
         for (size_t b = 0; b < (size_t)N * (size_t)(K / TS_QBLOCK); b++) {
             uint16_t h = (uint16_t)((5 + urand() % 6) << 10 | (urand() & 1023));
             memcpy(W + b * bb, &h, 2);
+        }
+        if (ts_dtype_is_x16(dt)) { /* those blocks in 16-block lane order; W keeps them stored for the scalar kernel */
+            uint8_t *l = malloc(rb * (size_t)N);
+            ts_x16_repack_rows(ts_x16_stored(dt), l, W, K, 0, N);
+            stored = W, W = l;
         }
     } else { /* BF16 with exponents near 1: finite products */
         uint16_t *w = (uint16_t *)W;
@@ -70,15 +79,15 @@ static void check_kind(ts_pf_kind kind, int N, int K) {
         else ts_cpu_gemm_q_avx512(y[c], N, xp, K, W, dt, K, 1, 0, N, t1);
     }
     if (dt == TS_DTYPE_BF16) ts_cpu_gemm_bf16_scalar(ys, N, xp, K, (const uint16_t *)W, K, 1, 0, N, t1);
-    else ts_cpu_gemm_q_scalar(ys, N, xp, K, W, dt, K, 1, 0, N, t1);
+    else ts_cpu_gemm_q_scalar(ys, N, xp, K, stored ? stored : W, ts_x16_stored(dt), K, 1, 0, N, t1);
     for (int c = 1; c < TS_PF_CANDS; c++)
         CHECK(!memcmp(y[c], y[0], sizeof(float) * (size_t)N), "kind %d, %d x %d: candidate %d (%s) changed bits", kind,
-              N, K, c, ts_pf_candidate_name(c));
+              N, K, c, ts_pf_candidate_name(kind, c));
     double e = rel_l2(y[0], ys, N);
     CHECK(e < (dt == TS_DTYPE_BF16 ? 1e-5 : 1e-4), "kind %d, %d x %d: rel_l2 %.3g against the scalar kernel", kind, N, K,
           e);
     for (int c = 0; c < TS_PF_CANDS; c++) free(y[c]);
-    free(W), free(x), free(xp), free(ys);
+    free(W), free(stored), free(x), free(xp), free(ys);
 }
 
 int main(void) {
@@ -98,6 +107,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         check_kind(TS_PF_Q8, shapes[i][0], shapes[i][1]);
         check_kind(TS_PF_Q4, shapes[i][0], shapes[i][1]);
+        check_kind(TS_PF_Q8X16, shapes[i][0], shapes[i][1]);
+        check_kind(TS_PF_Q4X16, shapes[i][0], shapes[i][1]);
     }
     return th_finish("test_cpu_prefetch");
 }

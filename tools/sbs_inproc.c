@@ -52,7 +52,7 @@ static int usage(void) {
                     "[--weights default|mmap|copy] [--kv-cache f32|f16] [--no-probe] [--token-probe] [--json]\n"
                     "       sbs_inproc --types FILE.gguf OTHER.gguf... [--ctx/--gen/--rounds/--threads]: tessera alone\n"
                     "       on each file, in one process, each file's speed over the first's (FILE@f16: that KV cache,\n"
-                    "       FILE@nopin: threads not pinned, FILE@stored: Q8_0/Q4_0 as stored) [--pause-ms N]\n");
+                    "       FILE@nopin: threads not pinned, FILE@stored / @lanes: the Q layouts) [--pause-ms N]\n");
     return 64;
 }
 
@@ -110,7 +110,7 @@ static void tp_probe(tok_probe *tp, int g) {
     if (!tp) return;
     static long ms = -1;
     if (ms < 0) ms = getenv("SBS_PAUSE_MS") ? atol(getenv("SBS_PAUSE_MS")) : 10;
-    struct timespec pause = {0, ms * 1000 * 1000};
+    struct timespec pause = {ms / 1000, ms % 1000 * 1000000L};
     nanosleep(&pause, NULL);
     int pin = ts_pool_enter(tp->pool); /* placed as a forward places its threads */
     tp->pr[g] = ts_read_probe_run(tp->rp, tp->gemv);
@@ -163,13 +163,19 @@ static double ll_round(ll_arm *a, int ctx, int gen, tok_probe *tp) {
         b.seq_id[0][0] = 0;
         b.logits[0] = 1;
         tp_probe(tp, g);
+        /* --token-probe: llama.cpp's calling thread on the first CPU too (libgomp bound it once,
+         * when it loaded, and main() gave it every CPU back; its worker stays bound) */
+        int pin = tp ? ts_pool_enter(tp->pool) : 0;
         double t = ts_now_s();
-        if (llama_decode(a->ctx, b)) {
+        int rc = llama_decode(a->ctx, b);
+        if (rc) {
+            ts_pool_leave(tp ? tp->pool : NULL, pin);
             llama_batch_free(b);
             return -1;
         }
         lg = llama_get_logits_ith(a->ctx, -1);
         t = ts_now_s() - t;
+        if (tp) ts_pool_leave(tp->pool, pin);
         sum += t;
         if (tp) tp->tt[g] = t;
     }
@@ -187,8 +193,9 @@ static int cmp_d(const void *x, const void *y) {
  * it, in alternating rounds (the order rotated every round): each file's speed over the
  * first's per round, which is what "Q8_0 >= 1.8x our BF16" asks of the same moment. A file
  * named FILE@f16 or FILE@f32 runs with that KV cache (else --kv-cache's): the same file twice
- * compares the cache types at the same moment. FILE@stored: Q8_0 / Q4_0 matrices copied as stored
- * instead of in 16-block lane order (TESSERA_Q_LAYOUT=stored, gemm.h). FILE@nopin: that arm's threads not pinned
+ * compares the cache types at the same moment. FILE@stored: Q4_0 matrices copied as stored
+ * instead of in 16-block lane order (TESSERA_Q_LAYOUT=stored, gemm.h); FILE@lanes: Q8_0 ones in
+ * lane order too (=lanes). FILE@nopin: that arm's threads not pinned
  * (TESSERA_PIN_THREADS=0, core/pool.c); with --pause-ms N each token waits N ms first (not
  * timed), as a chat's turns or a server's requests do, after which an unpinned pool's woken
  * threads may share a core. */
@@ -197,16 +204,25 @@ static int types_mode(const args *A) {
     int n = A->n_files;
     if (n < 2) return usage();
     ts_arm a[MAXF];
+    char pin_buf[64] = "", layout_buf[64] = "";
+    if (getenv("TESSERA_PIN_THREADS")) snprintf(pin_buf, sizeof pin_buf, "%s", getenv("TESSERA_PIN_THREADS"));
+    if (getenv("TESSERA_Q_LAYOUT")) snprintf(layout_buf, sizeof layout_buf, "%s", getenv("TESSERA_Q_LAYOUT"));
+    const char *pin_env = getenv("TESSERA_PIN_THREADS") ? pin_buf : NULL;
+    const char *layout_env = getenv("TESSERA_Q_LAYOUT") ? layout_buf : NULL;
     for (int f = 0; f < n; f++) {
         char path[4096];
         snprintf(path, sizeof path, "%s", files[f]);
         char *at = strrchr(path, '@');
         int kv = A->kv;
-        unsetenv("TESSERA_PIN_THREADS"); /* read when the arm makes its session */
-        unsetenv("TESSERA_Q_LAYOUT");
+        /* read when the arm makes its session: the caller's own values, unless the suffix says */
+        if (pin_env) setenv("TESSERA_PIN_THREADS", pin_env, 1);
+        else unsetenv("TESSERA_PIN_THREADS");
+        if (layout_env) setenv("TESSERA_Q_LAYOUT", layout_env, 1);
+        else unsetenv("TESSERA_Q_LAYOUT");
         if (at && ts_kv_cache_parse(at + 1) >= 0) kv = ts_kv_cache_parse(at + 1), *at = 0;
         else if (at && !strcmp(at + 1, "nopin")) setenv("TESSERA_PIN_THREADS", "0", 1), *at = 0;
         else if (at && !strcmp(at + 1, "stored")) setenv("TESSERA_Q_LAYOUT", "stored", 1), *at = 0;
+        else if (at && !strcmp(at + 1, "lanes")) setenv("TESSERA_Q_LAYOUT", "lanes", 1), *at = 0;
         if (ts_arm_open(&a[f], path, "default", A->threads, A->ctx, A->gen, kv)) return 1;
         if (ts_pool_pinned(ts_cpu_pool(a[f].cp))) printf("%s: threads pinned\n", files[f]);
     }
@@ -313,18 +329,34 @@ int main(int argc, char **argv) {
      * and the token reads half of what the probe beside it did. libgomp reads the variables
      * when it loads, so the program runs itself again with them. */
     if (A.token_probe && !getenv("OMP_PROC_BIND")) {
+        /* the CPUs this process may use, for the run after the exec (libgomp narrows them) */
+        cpu_set_t mine;
+        char list[8192] = "";
+        if (sched_getaffinity(0, sizeof mine, &mine) == 0)
+            for (int c = 0, w = 0; c < CPU_SETSIZE && w < (int)sizeof list - 8; c++)
+                if (CPU_ISSET(c, &mine)) w += snprintf(list + w, sizeof list - (size_t)w, "%d,", c);
+        setenv("SBS_CPUS", list, 1);
         setenv("OMP_PROC_BIND", "close", 1);
         setenv("OMP_PLACES", "cores", 1);
         execv("/proc/self/exe", argv);
         return fprintf(stderr, "sbs_inproc: could not run itself again with OMP_PROC_BIND\n"), 1;
     }
-    if (A.token_probe) { /* libgomp bound this (the initial) thread to its first place when it
-                          * loaded: give it every CPU back before tessera makes its pool */
-        cpu_set_t all;
-        CPU_ZERO(&all);
-        for (long c = 0; c < sysconf(_SC_NPROCESSORS_ONLN) && c < CPU_SETSIZE; c++) CPU_SET(c, &all);
-        sched_setaffinity(0, sizeof all, &all);
-    }
+    if (A.token_probe && getenv("SBS_CPUS")) { /* libgomp bound this (the initial) thread to its
+                                               * first place when it loaded: its CPUs back, before
+                                               * tessera makes its pool */
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        for (const char *p = getenv("SBS_CPUS"); *p;) {
+            char *e;
+            long c = strtol(p, &e, 10);
+            if (e == p) break;
+            if (c >= 0 && c < CPU_SETSIZE) CPU_SET((int)c, &mine);
+            p = *e == ',' ? e + 1 : e;
+        }
+        if (CPU_COUNT(&mine)) sched_setaffinity(0, sizeof mine, &mine);
+    } else if (A.token_probe)
+        fprintf(stderr, "sbs_inproc: OMP_PROC_BIND was set before the run: its binding of this thread stays\n");
+    if (g_pause_ms && !A.types) return fprintf(stderr, "sbs_inproc: --pause-ms is for --types runs\n"), usage();
     A.file = A.files[0];
     if (!A.file || (A.n_files > 1 && !A.types) || A.ctx < 1 || A.gen < 1 || A.rounds < 1 || A.rounds > 1000 || A.threads < 1) return usage();
     if (A.types) return types_mode(&A);

@@ -81,7 +81,7 @@ static void *worker(void *arg) {
  * CPU its waker ran on in about half of the wakes, and the region then ran on one core, at half
  * the speed, until the load balancer moved it: a 256 MiB read of two threads measured 40 GB/s
  * in those wakes and 51-90 in the others; pinned, never. Pinned when the pool has exactly as
- * many threads as the process may use CPUs (every thread needs a CPU of its own then anyway);
+ * many threads as its creating thread may use CPUs (every thread needs a CPU of its own then);
  * TESSERA_PIN_THREADS=0 never pins, =1 pins whenever there are CPUs enough. */
 static int pin_cpus(int n, int *cpus) {
     const char *env = getenv("TESSERA_PIN_THREADS");
@@ -128,6 +128,14 @@ ts_status ts_pool_new(int n, ts_pool **out, ts_error *err) {
         }
         int rc = pthread_create(&p->threads[i], &attr, worker, wa);
         pthread_attr_destroy(&attr);
+        if (rc != 0 && p->pinned) { /* a CPU refused (a cpuset changed under us): unpinned, as before */
+            for (int k = 1; k < i; k++) { /* the workers already made stay pinned: free them too */
+                cpu_set_t all;
+                if (sched_getaffinity(0, sizeof all, &all) == 0) pthread_setaffinity_np(p->threads[k], sizeof all, &all);
+            }
+            p->pinned = 0;
+            rc = pthread_create(&p->threads[i], NULL, worker, wa);
+        }
         if (rc != 0) {
             free(wa);
             ts_pool_free(p);
@@ -172,6 +180,8 @@ int ts_pool_enter(ts_pool *p) {
 
 void ts_pool_leave(ts_pool *p, int entered) {
     if (!entered || tl_pool != p) return;
+    /* the mask the thread had a moment ago: only a cpuset shrunk meanwhile could refuse it, and
+     * the kernel then moves the thread itself */
     pthread_setaffinity_np(pthread_self(), sizeof tl_saved, &tl_saved);
     tl_pool = NULL;
 }

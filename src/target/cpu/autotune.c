@@ -46,8 +46,8 @@ static ts_status tune_shape(ts_cpu *c, const char *name, cpu_mat Wm, int S, int 
                             FILE *log, ts_error *err) {
     if (Wm.dt != TS_DTYPE_BF16) { /* the quantized kernels take no tile (gemm.h): nothing to tune */
         if (log)
-            fprintf(log, "  autotune %-9s S=%-4d N=%-6d K=%-5d -> %s weights: fixed kernel, not tuned\n", name, S, N, K,
-                    ts_dtype_name(Wm.dt));
+            fprintf(log, "  autotune %-9s S=%-4d N=%-6d K=%-5d -> %s weights%s: fixed kernel, not tuned\n", name, S, N, K,
+                    ts_dtype_name(ts_x16_stored(Wm.dt)), ts_dtype_is_x16(Wm.dt) ? " (16-block lane order)" : "");
         return TS_OK;
     }
     const uint16_t *W = Wm.w;
@@ -124,6 +124,7 @@ ts_status ts_cpu_autotune(ts_cpu *c, int S, double max_rel_l2, FILE *log, ts_err
                   {"gate_up", L->wg, F, H}, {"down", L->wd, H, F}};
     ts_status s = TS_OK;
     int sizes[2] = {S, 1};
+    int pinned = ts_pool_enter(c->pool); /* timed as a forward runs them (core/pool.h) */
     for (int k = 0; k < 2 && !s; k++) {
         if (k == 1 && S == 1) break;
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0] && !s; i++)
@@ -131,6 +132,7 @@ ts_status ts_cpu_autotune(ts_cpu *c, int S, double max_rel_l2, FILE *log, ts_err
                            log, err);
     }
     if (!s) s = tune_shape(c, "lm_head", c->lm_head, 1, cf->n_vocab, H, max_rel_l2, log, err);
+    ts_pool_leave(c->pool, pinned);
     return s;
 }
 

@@ -465,7 +465,9 @@ ts_status ts_cpu_layer(ts_cpu *c, int l, float *x, int S, int pos0, ts_error *er
     memcpy(c->x, x, bytes);
     ts_cpu_set_rows(c, S, pos0);
     c->layer = l;
+    int pinned = ts_pool_enter(c->pool);
     ts_cpu_run_layer(c);
+    ts_pool_leave(c->pool, pinned);
     memcpy(x, c->x, bytes);
     return TS_OK;
 }

@@ -28,6 +28,7 @@
 
 #include "target/cpu/gemm.h"
 #include "target/cpu/gemm_panels_avx512.h"
+#include "target/cpu/gemm_q_blocks_avx512.h"
 #include "target/cpu/probe.h"
 #include "target/cpu/transpose_avx512.h"
 
@@ -346,19 +347,17 @@ static inline __m512i w16_f32(const void *W, ts_dtype dt, int K, size_t row, int
         return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)W +
                                                                                              row * (size_t)K + k))),
                                  16);
-    const uint8_t *blk = (const uint8_t *)W + row * ts_gemm_row_bytes(dt, K) +
-                         (size_t)(k / TS_QBLOCK) * (dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
+    /* stored or in 16-block lane order (gemm.h) */
+    ts_qblk q = ts_qblk_at((const uint8_t *)W + row * ts_gemm_row_bytes(dt, K), K, k / TS_QBLOCK, dt);
     int half = k % TS_QBLOCK != 0;
     __m128i c;
-    if (dt == TS_DTYPE_Q8_0) c = _mm_loadu_si128((const __m128i *)(blk + 2 + 16 * half));
+    if (ts_x16_stored(dt) == TS_DTYPE_Q8_0) c = ts_qblk_codes16(q, half);
     else {
-        __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
+        __m128i v = ts_qblk_codes16(q, 0);
         if (half) v = _mm_srli_epi16(v, 4);
         c = _mm_sub_epi8(_mm_and_si128(v, _mm_set1_epi8(15)), _mm_set1_epi8(8));
     }
-    uint16_t h;
-    memcpy(&h, blk, 2);
-    return _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)), _mm512_set1_ps(_cvtsh_ss(h))));
+    return _mm512_castps_si512(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(c)), _mm512_set1_ps(f16(q.scale))));
 }
 
 /* P[p * 64 + j] = W[n + j][k] in FP32 for the packed positions p of [k0, k0 + kb) (in each
@@ -422,16 +421,16 @@ static void pack_panel_q4_bf16(void *P, const void *W, int K, int n, int nv, int
     pack_panel_dq_bf16(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
 static void pack_panel_q8x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_x16(TS_DTYPE_Q8_0X16, pack_panel_q8, P, W, K, n, nv, k0, kb);
+    pack_panel_f32_dt(P, W, TS_DTYPE_Q8_0X16, K, n, nv, k0, kb);
 }
 static void pack_panel_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_x16(TS_DTYPE_Q4_0X16, pack_panel_q4, P, W, K, n, nv, k0, kb);
+    pack_panel_f32_dt(P, W, TS_DTYPE_Q4_0X16, K, n, nv, k0, kb);
 }
 static void pack_panel_q8x16_bf16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_x16(TS_DTYPE_Q8_0X16, pack_panel_q8_bf16, P, W, K, n, nv, k0, kb);
+    pack_panel_dq_bf16(P, W, TS_DTYPE_Q8_0X16, K, n, nv, k0, kb);
 }
 static void pack_panel_q4x16_bf16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_x16(TS_DTYPE_Q4_0X16, pack_panel_q4_bf16, P, W, K, n, nv, k0, kb);
+    pack_panel_dq_bf16(P, W, TS_DTYPE_Q4_0X16, K, n, nv, k0, kb);
 }
 
 static const ts_panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,

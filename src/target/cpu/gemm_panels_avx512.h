@@ -37,21 +37,6 @@ typedef struct ts_panel_ops {
     ts_dtype dt;                        /* of W (for its row bytes: the prefetch of the next panel) */
 } ts_panel_ops;
 
-/* The pack of Q8_0 / Q4_0 rows in 16-block lane order (x16: TS_DTYPE_Q*_0X16, gemm.h): the
- * panel's blocks (rows [n, n + nv), positions [k0, k0 + kb)) put back in the stored form first,
- * then the stored form's own pack on them, so every prefill kernel reads the same blocks bit for
- * bit. kb <= TS_GEMM512_KB. */
-static inline void ts_panel_pack_x16(ts_dtype x16, void (*pack)(void *P, const void *W, int K, int n, int nv, int k0, int kb),
-                                     void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    uint8_t tmp[TS_PANEL_N * (TS_GEMM512_KB / TS_QBLOCK) * (2 + TS_QBLOCK)];
-    int nb = kb / TS_QBLOCK;
-    size_t rb = ts_gemm_row_bytes(x16, K), bb = rb / (size_t)(K / TS_QBLOCK);
-    for (int r = 0; r < nv; r++)
-        for (int b = 0; b < nb; b++)
-            ts_x16_block(x16, (const uint8_t *)W + (size_t)(n + r) * rb, K, k0 / TS_QBLOCK + b, tmp + ((size_t)r * nb + b) * bb);
-    pack(P, tmp, kb, 0, nv, 0, kb);
-}
-
 /* The ops of a quantized W by its type: stored Q8_0, Q4_0, or either in lane order. */
 static inline const ts_panel_ops *q_ops(ts_dtype dt, const ts_panel_ops *q8, const ts_panel_ops *q4,
                                         const ts_panel_ops *q8x16, const ts_panel_ops *q4x16) {

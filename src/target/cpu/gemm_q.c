@@ -192,12 +192,17 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
     }
 }
 
-/* Only for the AVX-512 VNNI kernels (the others read stored blocks), not under AMX prefill
- * (its packs read stored blocks), and not when TESSERA_Q_LAYOUT=stored asks for the file's
- * layout (read at each session's creation: measurements put both in one process). */
+/* Only for the AVX-512 VNNI kernels (the others read stored blocks) and not under AMX prefill
+ * (its packs read stored blocks). By default Q4_0 only: on the Zen 5 VM the Q8_0 lane order
+ * made its GEMV 1.35x faster from L2 but decode no faster from DRAM (1.751x vs 1.734x our BF16,
+ * 1.823x vs 1.828x), while its prefill packs, which must put the blocks back, ran 1.1-1.5x
+ * slower at S = 2-256 (Q4_0's: 0.93-1.10x). TESSERA_Q_LAYOUT=stored keeps every file's
+ * layout, =lanes takes Q8_0 too (read at each session's creation, so one process can compare). */
 int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
-    if ((dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) || (e && !strcmp(e, "stored"))) return 0;
+    if (dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) return 0;
+    if (e && !strcmp(e, "stored")) return 0;
+    if (dt == TS_DTYPE_Q8_0 && !(e && !strcmp(e, "lanes"))) return 0;
     return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() != TS_Q_PREFILL_AMX;
 }
 

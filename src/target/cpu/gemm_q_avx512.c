@@ -408,20 +408,27 @@ static inline __attribute__((always_inline)) void q16_pack(void *Pv, const void 
     uint32_t *P = Pv;
     float *dw = (float *)(P + (size_t)kb / 2 * TS_PANEL_N);
     const uint8_t *W = Wv;
-    size_t rb = ts_gemm_row_bytes(dt, K), bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    uint8_t stage[16][8 + 4 * TS_QBLOCK] __attribute__((aligned(64)));
+    ts_qblk qb[16][4];
     for (int g = 0; g < TS_PANEL_N; g += 16) {
         int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
-        for (int b = 0; b < kb; b += TS_QBLOCK) {
-            __m512i r[16];
-            float *d = dw + (size_t)(b / TS_QBLOCK) * TS_PANEL_N + g;
-            for (int i = 0; i < 16; i++) {
-                const uint8_t *blk = W + (size_t)(n + g + i) * rb + (size_t)((k0 + b) / TS_QBLOCK) * bb;
-                r[i] = i < nrow ? block_w16(blk, dt) : _mm512_setzero_si512();
-                d[i] = i < nrow ? f16(blk) : 0.0f;
+        for (int b4 = 0; b4 < kb; b4 += 4 * TS_QBLOCK) { /* 4 blocks of each row found (staged) at once */
+            int nb4 = (kb - b4) / TS_QBLOCK < 4 ? (kb - b4) / TS_QBLOCK : 4;
+            for (int i = 0; i < nrow; i++)
+                ts_qblk_run(W + (size_t)(n + g + i) * rb, K, (k0 + b4) / TS_QBLOCK, nb4, dt, stage[i], qb[i]);
+            for (int j = 0; j < nb4; j++) {
+                int b = b4 + j * TS_QBLOCK;
+                __m512i r[16];
+                float *d = dw + (size_t)(b / TS_QBLOCK) * TS_PANEL_N + g;
+                for (int i = 0; i < 16; i++) {
+                    r[i] = i < nrow ? _mm512_cvtepi8_epi16(ts_qblk_w8(qb[i][j], ts_x16_stored(dt))) : _mm512_setzero_si512();
+                    d[i] = i < nrow ? f16(qb[i][j].scale) : 0.0f;
+                }
+                ts_transpose16_epi32(r); /* r[p]: pair p of the 16 rows */
+                uint32_t *o = P + (size_t)(b / 2) * TS_PANEL_N + g;
+                for (int p = 0; p < 16; p++) _mm512_store_si512(o + (size_t)p * TS_PANEL_N, r[p]);
             }
-            ts_transpose16_epi32(r); /* r[p]: pair p of the 16 rows */
-            uint32_t *o = P + (size_t)(b / 2) * TS_PANEL_N + g;
-            for (int p = 0; p < 16; p++) _mm512_store_si512(o + (size_t)p * TS_PANEL_N, r[p]);
         }
     }
 }
@@ -432,10 +439,10 @@ static void q16_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, in
     q16_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
 static void q16_pack_q8x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_x16(TS_DTYPE_Q8_0X16, q16_pack_q8, P, W, K, n, nv, k0, kb);
+    q16_pack(P, W, TS_DTYPE_Q8_0X16, K, n, nv, k0, kb);
 }
 static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_x16(TS_DTYPE_Q4_0X16, q16_pack_q4, P, W, K, n, nv, k0, kb);
+    q16_pack(P, W, TS_DTYPE_Q4_0X16, K, n, nv, k0, kb);
 }
 
 /* ms (<= Q16_MR) x rows of the block against the panel, per 32-position block an integer dot
@@ -538,20 +545,27 @@ static inline __attribute__((always_inline)) void q8x_pack(void *Pv, const void 
     float *dw = (float *)(P + (size_t)kb / 4 * TS_PANEL_N);
     int32_t *corr = (int32_t *)(dw + (size_t)nblk * TS_PANEL_N);
     const uint8_t *W = Wv;
-    size_t rb = ts_gemm_row_bytes(dt, K), bb = dt == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    const ts_dtype st = ts_x16_stored(dt);
     const __m512i ones = _mm512_set1_epi8(1);
+    uint8_t stage[16][8 + 4 * TS_QBLOCK] __attribute__((aligned(64)));
+    ts_qblk qb[16][4];
     for (int g = 0; g < TS_PANEL_N; g += 16) {
         int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
         for (int b = 0; b < nblk; b += 2) { /* two blocks per 64-byte row: 16 quads */
             int two = b + 1 < nblk;
+            if (b % 4 == 0) /* 4 blocks of each row found (staged) at once */
+                for (int i = 0; i < nrow; i++)
+                    ts_qblk_run(W + (size_t)(n + g + i) * rb, K, k0 / TS_QBLOCK + b, nblk - b < 4 ? nblk - b : 4, dt,
+                                stage[i], qb[i]);
             __m512i r[16];
             for (int i = 0; i < 16; i++) {
-                const uint8_t *blk = W + (size_t)(n + g + i) * rb + (size_t)(k0 / TS_QBLOCK + b) * bb;
-                __m256i lo = i < nrow ? block_w8(blk, dt) : _mm256_setzero_si256();
-                __m256i hi = i < nrow && two ? block_w8(blk + bb, dt) : _mm256_setzero_si256();
+                ts_qblk q0 = i < nrow ? qb[i][b % 4] : (ts_qblk){0}, q1 = i < nrow && two ? qb[i][b % 4 + 1] : q0;
+                __m256i lo = i < nrow ? ts_qblk_w8(q0, st) : _mm256_setzero_si256();
+                __m256i hi = i < nrow && two ? ts_qblk_w8(q1, st) : _mm256_setzero_si256();
                 r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                dw[(size_t)b * TS_PANEL_N + g + i] = i < nrow ? f16(blk) : 0.0f;
-                if (two) dw[(size_t)(b + 1) * TS_PANEL_N + g + i] = i < nrow ? f16(blk + bb) : 0.0f;
+                dw[(size_t)b * TS_PANEL_N + g + i] = i < nrow ? f16(q0.scale) : 0.0f;
+                if (two) dw[(size_t)(b + 1) * TS_PANEL_N + g + i] = i < nrow ? f16(q1.scale) : 0.0f;
             }
             ts_transpose16_epi32(r); /* r[q]: quad q of the 16 rows (8..15: the second block) */
             for (int h = 0; h < 1 + two; h++) {
@@ -573,10 +587,10 @@ static void q8x_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, in
     q8x_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
 }
 static void q8x_pack_q8x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_x16(TS_DTYPE_Q8_0X16, q8x_pack_q8, P, W, K, n, nv, k0, kb);
+    q8x_pack(P, W, TS_DTYPE_Q8_0X16, K, n, nv, k0, kb);
 }
 static void q8x_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    ts_panel_pack_x16(TS_DTYPE_Q4_0X16, q8x_pack_q4, P, W, K, n, nv, k0, kb);
+    q8x_pack(P, W, TS_DTYPE_Q4_0X16, K, n, nv, k0, kb);
 }
 
 TS_PANEL_TILES_3ROW(q8x, q8x_tile)

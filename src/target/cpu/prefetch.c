@@ -23,7 +23,14 @@ static const ts_pf k_cand[TS_PF_KINDS][TS_PF_CANDS] = {
      * the stored form's with 768 / 4096 or 1024 / 8192, 0.91x with the L2 prefetch alone */
     {{768, 4096}, {1024, 8192}, {0, 4096}},
 };
-static const char *k_names[TS_PF_CANDS] = {"near L1 + L2", "L2 only", "far L1 only"};
+/* what each candidate of each kind does, from its distances (k_cand) */
+static const char *k_names[TS_PF_KINDS][TS_PF_CANDS] = {
+    {"near L1 + L2", "L2 only", "far L1 only"},
+    {"near L1 + L2", "L2 only", "far L1 only"},
+    {"near L1 + L2", "L2 only", "far L1 only"},
+    {"near L1 + L2", "L2 only", "far L1 only"},
+    {"near L1 + L2", "farther L1 + L2", "L2 only"},
+};
 
 typedef struct pf_state {
     _Atomic int chosen; /* -1 while measuring */
@@ -55,7 +62,9 @@ static uint64_t ticks(void) {
 }
 
 ts_pf ts_pf_candidate(ts_pf_kind k, int c) { return k_cand[k][c]; }
-const char *ts_pf_candidate_name(int c) { return c >= 0 && c < TS_PF_CANDS ? k_names[c] : "?"; }
+const char *ts_pf_candidate_name(ts_pf_kind k, int c) {
+    return (unsigned)k < TS_PF_KINDS && c >= 0 && c < TS_PF_CANDS ? k_names[k][c] : "?";
+}
 
 static int slice_of(uint64_t t) { return (int)((t >> 22) % TS_PF_CANDS); }
 
@@ -124,12 +133,12 @@ void ts_pf_describe(ts_pf_kind k, char *buf, size_t n) {
     ts_pf_report r;
     ts_pf_get_report(k, &r);
     if (r.forced) {
-        snprintf(buf, n, "%s (TESSERA_PREFETCH)", ts_pf_candidate_name(r.chosen));
+        snprintf(buf, n, "%s (TESSERA_PREFETCH)", ts_pf_candidate_name(k, r.chosen));
         return;
     }
-    int w = snprintf(buf, n, "%s (bytes per cycle:", r.chosen >= 0 ? ts_pf_candidate_name(r.chosen) : "still measuring");
+    int w = snprintf(buf, n, "%s (bytes per cycle:", r.chosen >= 0 ? ts_pf_candidate_name(k, r.chosen) : "still measuring");
     for (int i = 0; i < TS_PF_CANDS && w >= 0 && (size_t)w < n; i++)
-        w += snprintf(buf + w, n - (size_t)w, "%s %s %.2f over %.1f GB", i ? ";" : "", k_names[i], r.bytes_per_cycle[i],
+        w += snprintf(buf + w, n - (size_t)w, "%s %s %.2f over %.1f GB", i ? ";" : "", k_names[k][i], r.bytes_per_cycle[i],
                       r.gbytes[i]);
     if (w >= 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, ")");
 }

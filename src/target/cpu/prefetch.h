@@ -46,7 +46,7 @@ static inline __attribute__((always_inline)) void ts_pf_lines(const void *p, ts_
 
 /* Candidate c of a kind (c in [0, TS_PF_CANDS)); candidate 0 is the setting tuned on the Xeon. */
 ts_pf ts_pf_candidate(ts_pf_kind k, int c);
-const char *ts_pf_candidate_name(int c);
+const char *ts_pf_candidate_name(ts_pf_kind k, int c);
 
 /* A decode GEMV call: the candidate to run (*t0 the start time when the call is timed, else 0),
  * then ts_pf_end with the bytes of W it read. Thread-safe, lock-free. */

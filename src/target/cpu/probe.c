@@ -107,9 +107,11 @@ ts_read_probe *ts_read_probe_new(ts_pool *pool, ts_cpu_variant v, size_t bytes, 
 double ts_read_probe_run(ts_read_probe *c, int gemv) {
     int nth = ts_pool_size(c->pool);
     c->gemv = gemv;
+    int pinned = ts_pool_enter(c->pool); /* every thread on its own CPU, as in a forward */
     double a = ts_now_s();
     ts_pool_run(c->pool, read_job, c);
     double dt = ts_now_s() - a;
+    ts_pool_leave(c->pool, pinned);
     /* the bytes the pattern read: the stream's per-thread shares, or every GEMV row */
     size_t done = gemv ? c->bytes : ((c->bytes / (size_t)nth) & ~(size_t)127) * (size_t)nth;
     return dt > 0 ? (double)done / dt / 1e9 : 0;
@@ -139,6 +141,7 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
     c->v = v;
     c->f32 = f32;
     c->iters = v >= TS_CPU_AVX2 ? 20000000 : 4000000;
+    int pinned = ts_pool_enter(pool);
     for (int t = 0; t < trials; t++) {
         double a = ts_now_s();
         ts_pool_run(pool, fma_job, c);
@@ -146,6 +149,7 @@ void ts_probe_peaks(ts_pool *pool, ts_cpu_variant v, int trials, ts_peaks *out) 
         for (int i = 0; i < nth; i++) f += c->flops[i];
         if (f / dt / 1e9 > out->flops_gflops) out->flops_gflops = f / dt / 1e9;
     }
+    ts_pool_leave(pool, pinned);
     free(c);
     /* Read peak: two 512 MiB buffers (far beyond any L3), 4 KiB and 2 MiB pages, each read
      * by a plain stream and by the decode GEMV, alternating, best of the trials. */
