@@ -414,7 +414,37 @@ static inline __attribute__((always_inline)) void q16_pack(void *Pv, const void 
     for (int g = 0; g < TS_PANEL_N; g += 16) {
         int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
         for (int b4 = 0; b4 < kb; b4 += 4 * TS_QBLOCK) { /* 4 blocks of each row found (staged) at once */
-            int nb4 = (kb - b4) / TS_QBLOCK < 4 ? (kb - b4) / TS_QBLOCK : 4;
+            int nb4 = (kb - b4) / TS_QBLOCK < 4 ? (kb - b4) / TS_QBLOCK : 4, bk = (k0 + b4) / TS_QBLOCK;
+            if (dt == TS_DTYPE_Q4_0X16 && nb4 == 4 && bk + 4 <= K / TS_QBLOCK / 16 * 16) {
+                /* Q4_0 in lane order: each row's 4 blocks in registers (ts_x16_q4_codes4), no staging */
+                __m512i rj[4][16];
+                float dj[4][16];
+                for (int i = 0; i < 16; i++) {
+                    if (i >= nrow) {
+                        for (int j = 0; j < 4; j++) rj[j][i] = _mm512_setzero_si512(), dj[j][i] = 0.0f;
+                        continue;
+                    }
+                    const uint8_t *row = W + (size_t)(n + g + i) * rb;
+                    __m512i z = ts_x16_q4_codes4(row, bk);
+                    __m128 sc = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)ts_x16_q4_scales4(row, bk)));
+                    rj[0][i] = _mm512_cvtepi8_epi16(ts_q4_w8(_mm512_extracti32x4_epi32(z, 0)));
+                    rj[1][i] = _mm512_cvtepi8_epi16(ts_q4_w8(_mm512_extracti32x4_epi32(z, 1)));
+                    rj[2][i] = _mm512_cvtepi8_epi16(ts_q4_w8(_mm512_extracti32x4_epi32(z, 2)));
+                    rj[3][i] = _mm512_cvtepi8_epi16(ts_q4_w8(_mm512_extracti32x4_epi32(z, 3)));
+                    float f[4];
+                    _mm_storeu_ps(f, sc);
+                    for (int j = 0; j < 4; j++) dj[j][i] = f[j];
+                }
+                for (int j = 0; j < 4; j++) {
+                    int b = b4 + j * TS_QBLOCK;
+                    float *d = dw + (size_t)(b / TS_QBLOCK) * TS_PANEL_N + g;
+                    for (int i = 0; i < 16; i++) d[i] = dj[j][i];
+                    ts_transpose16_epi32(rj[j]); /* pair p of the 16 rows */
+                    uint32_t *o = P + (size_t)(b / 2) * TS_PANEL_N + g;
+                    for (int p = 0; p < 16; p++) _mm512_store_si512(o + (size_t)p * TS_PANEL_N, rj[j][p]);
+                }
+                continue;
+            }
             for (int i = 0; i < nrow; i++)
                 ts_qblk_run(W + (size_t)(n + g + i) * rb, K, (k0 + b4) / TS_QBLOCK, nb4, dt, stage[i], qb[i]);
             for (int j = 0; j < nb4; j++) {

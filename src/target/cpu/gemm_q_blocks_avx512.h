@@ -65,13 +65,16 @@ static inline __attribute__((always_inline)) __m256i ts_qblk_codes32(ts_qblk q) 
     if (q.stride == 4) return _mm256_loadu_si256((const __m256i *)q.codes);
     return _mm256_i32gather_epi32((const int *)q.codes, _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), 1);
 }
+/* Q4_0's 16 code bytes to its 32 weights as int8 (code - 8), natural order */
+static inline __attribute__((always_inline)) __m256i ts_q4_w8(__m128i v) {
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+    return _mm256_sub_epi8(c, _mm256_set1_epi8(8));
+}
 /* the 32 codes as int8 (Q4_0: code - 8), natural order; st the stored type */
 static inline __attribute__((always_inline)) __m256i ts_qblk_w8(ts_qblk q, ts_dtype st) {
     if (st == TS_DTYPE_Q8_0) return ts_qblk_codes32(q);
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m128i v = ts_qblk_codes16(q, 0);
-    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    return _mm256_sub_epi8(c, _mm256_set1_epi8(8));
+    return ts_q4_w8(ts_qblk_codes16(q, 0));
 }
 
 /* Blocks [b0, b0 + 4) of a row in 16-block lane order, b0 % 4 == 0 and all four inside the
@@ -80,18 +83,27 @@ static inline __attribute__((always_inline)) __m256i ts_qblk_w8(ts_qblk q, ts_dt
  * shuffles for the four, where reading each block through ts_qblk_at takes a gather: the
  * prefill packs stage each row's blocks so (their panels are rebuilt per call; a 2-row prefill
  * is mostly packing). */
+/* Q4_0: the 16 code bytes of blocks b0 + j in 128-bit lane j (lanes = blocks: 16 bytes of each
+ * code vector, a 4 x 4 dword transpose) */
+static inline __attribute__((always_inline)) __m512i ts_x16_q4_codes4(const uint8_t *row, int b0) {
+    const uint8_t *g = row + (size_t)(b0 / 16) * 16 * (2 + TS_QBLOCK / 2) + 32 + 16 * ((b0 % 16) / 4);
+    __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)g));
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(g + 64)), 1);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(g + 128)), 2);
+    z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(g + 192)), 3);
+    /* dword 4m + j (code dword m of block j) to 4j + m */
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), z);
+}
+/* Q4_0: the scales of blocks b0 .. b0 + 3 (lanes = blocks: side by side) */
+static inline __attribute__((always_inline)) const uint8_t *ts_x16_q4_scales4(const uint8_t *row, int b0) {
+    return row + (size_t)(b0 / 16) * 16 * (2 + TS_QBLOCK / 2) + 2 * (b0 % 16);
+}
+
 static inline __attribute__((always_inline)) void ts_x16_unlane4(ts_dtype x16, const uint8_t *row, int b0, uint8_t *sc,
                                                                  uint8_t *co) {
-    if (x16 == TS_DTYPE_Q4_0X16) { /* lanes = blocks: 16 bytes of each code vector */
-        const uint8_t *g = row + (size_t)(b0 / 16) * 16 * (2 + TS_QBLOCK / 2) + 32 + 16 * ((b0 % 16) / 4);
-        __m512i z = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)g));
-        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(g + 64)), 1);
-        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(g + 128)), 2);
-        z = _mm512_inserti32x4(z, _mm_loadu_si128((const __m128i *)(g + 192)), 3);
-        /* dword 4m + j (code dword m of block j) to 4j + m */
-        const __m512i t = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-        _mm512_storeu_si512(co, _mm512_permutexvar_epi32(t, z));
-        __builtin_memcpy(sc, row + (size_t)(b0 / 16) * 16 * (2 + TS_QBLOCK / 2) + 2 * (b0 % 16), 8);
+    if (x16 == TS_DTYPE_Q4_0X16) {
+        _mm512_storeu_si512(co, ts_x16_q4_codes4(row, b0));
+        __builtin_memcpy(sc, ts_x16_q4_scales4(row, b0), 8);
         return;
     }
     /* Q8_0: block 4a + c of the group (a = (b0 % 16) / 4) is in lane 4c + a: dwords a, 4 + a,
