@@ -152,8 +152,31 @@ static void test_positions(void) {
     free(out);
 }
 
+/* Filters called with no positional argument (select, reject, map by attribute): they pass on
+ * an empty argument list, which must not be NULL + 0 (UBSan; found by fuzz_jinja on
+ * `select**attr(...)`). Outputs are Jinja2 3.1's. */
+static void test_no_positional(void) {
+    static const char *cases[][2] = {
+        {"{{ [0, 1, 2] | select | list }}", "[1, 2]"},
+        {"{{ [0, 1, 2] | reject | list }}", "[0]"},
+        {"{{ [{\"a\": 1}, {\"a\": 0}] | selectattr(\"a\") | list | length }}", "1"},
+        {"{{ [{\"a\": 1}, {\"a\": 0}] | map(attribute=\"a\") | list }}", "[1, 0]"},
+    };
+    json_t *vars = json_object();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char *out = NULL;
+        ts_error err;
+        ts_status st = render(cases[i][0], vars, NULL, &out, &err);
+        CHECK(st == TS_OK && out && !strcmp(out, cases[i][1]), "%s: got '%s' (%s), want '%s'", cases[i][0],
+              out ? out : "", st ? err.msg : "ok", cases[i][1]);
+        free(out);
+    }
+    json_decref(vars);
+}
+
 int main(void) {
     test_cases();
+    test_no_positional();
     test_budgets();
     test_positions();
     return th_finish("test_jinja");

@@ -824,7 +824,7 @@ static int f_groupby(jctx *c, const char *who, jv v, const jargs *a, jv *out) {
 
 static int sub_call_args(const jargs *a, int skip, jargs *sub) {
     sub->n = a->n - skip;
-    sub->pos = a->pos + skip;
+    sub->pos = a->pos ? a->pos + skip : NULL; /* no positional arguments: NULL, not NULL + 0 */
     sub->nk = a->nk;
     sub->kname = a->kname;
     sub->kval = a->kval;
