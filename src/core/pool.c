@@ -6,7 +6,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -129,10 +128,9 @@ ts_status ts_pool_new(int n, ts_pool **out, ts_error *err) {
         int rc = pthread_create(&p->threads[i], &attr, worker, wa);
         pthread_attr_destroy(&attr);
         if (rc != 0 && p->pinned) { /* a CPU refused (a cpuset changed under us): unpinned, as before */
-            for (int k = 1; k < i; k++) { /* the workers already made stay pinned: free them too */
-                cpu_set_t all;
-                if (sched_getaffinity(0, sizeof all, &all) == 0) pthread_setaffinity_np(p->threads[k], sizeof all, &all);
-            }
+            cpu_set_t all; /* the workers already made get the creator's CPUs back */
+            if (sched_getaffinity(0, sizeof all, &all) == 0)
+                for (int k = 1; k < i; k++) pthread_setaffinity_np(p->threads[k], sizeof all, &all);
             p->pinned = 0;
             rc = pthread_create(&p->threads[i], NULL, worker, wa);
         }
