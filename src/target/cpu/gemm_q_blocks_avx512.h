@@ -18,22 +18,23 @@ static inline float f16(const uint8_t *p) {
     return _cvtsh_ss(h);
 }
 
+/* Q4_0's 16 code bytes to its 32 weights as int8 (code - 8), natural order */
+static inline __attribute__((always_inline)) __m256i ts_q4_w8(__m128i v) {
+    const __m128i m4 = _mm_set1_epi8(15);
+    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
+    return _mm256_sub_epi8(c, _mm256_set1_epi8(8));
+}
+
 /* The 32 weights of one block as int16 in natural order. */
 static inline __attribute__((always_inline)) __m512i block_w16(const uint8_t *blk, ts_dtype dt) {
     if (dt == TS_DTYPE_Q8_0) return _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(blk + 2)));
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
-    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    return _mm512_cvtepi8_epi16(_mm256_sub_epi8(c, _mm256_set1_epi8(8)));
+    return _mm512_cvtepi8_epi16(ts_q4_w8(_mm_loadu_si128((const __m128i *)(blk + 2))));
 }
 
 /* the 32 codes of a block as int8 (Q4_0: code - 8) */
 static inline __attribute__((always_inline)) __m256i block_w8(const uint8_t *blk, ts_dtype dt) {
     if (dt == TS_DTYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 2));
-    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    return _mm256_sub_epi8(c, _mm256_set1_epi8(8));
+    return ts_q4_w8(_mm_loadu_si128((const __m128i *)(blk + 2)));
 }
 
 /* Where block b of a row keeps its scale and its 16 or 32 code bytes: a stored block, or a
@@ -64,12 +65,6 @@ static inline __attribute__((always_inline)) __m128i ts_qblk_codes16(ts_qblk q, 
 static inline __attribute__((always_inline)) __m256i ts_qblk_codes32(ts_qblk q) {
     if (q.stride == 4) return _mm256_loadu_si256((const __m256i *)q.codes);
     return _mm256_i32gather_epi32((const int *)q.codes, _mm256_setr_epi32(0, 64, 128, 192, 256, 320, 384, 448), 1);
-}
-/* Q4_0's 16 code bytes to its 32 weights as int8 (code - 8), natural order */
-static inline __attribute__((always_inline)) __m256i ts_q4_w8(__m128i v) {
-    const __m128i m4 = _mm_set1_epi8(15);
-    __m256i c = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m4), _mm_and_si128(v, m4));
-    return _mm256_sub_epi8(c, _mm256_set1_epi8(8));
 }
 /* the 32 codes as int8 (Q4_0: code - 8), natural order; st the stored type */
 static inline __attribute__((always_inline)) __m256i ts_qblk_w8(ts_qblk q, ts_dtype st) {
