@@ -18,7 +18,8 @@
 #include "target/cpu/transpose_avx512.h"
 
 /* Bytes ahead in the weight stream (into L1, into L2): chosen per process among prefetch.c's
- * candidates. Candidate 0 was tuned on the Intel Xeon with AMX (2 threads, alternating rounds):
+ * candidates (Q8_0 and lane-order Q4_0 since session 28 from farther ones, measured on Zen 5:
+ * prefetch.c). The first candidates were tuned on the Intel Xeon with AMX (2 threads, alternating rounds):
  * Q8_0 2048 into L1 (1024 was 6-10% slower, 512 12% slower still, 3072-4096 no faster); the L2
  * prefetch 4096 ahead took Qwen3-0.6B Q4_0 from 67-68 tok/s to 72-75 (3072: 70-71, 6144: 72-73;
  * the same into L1 only had been slower, NTA halved it), Q8_0 44.8-46.4 from 42.5-43.4,
