@@ -21,7 +21,7 @@
  * GB/s with 3072 into L1 (the old choice) and 79-87 with 8192 or 12288, Q4_0 in lane order at
  * 56-59 with 768 / 4096 (the old candidate 0) and 76-84 with 6144 / 24576; in its slow periods
  * (probe 44-52) every distance read within 5% of every other. */
-static const ts_pf k_cand[TS_PF_KINDS][TS_PF_CANDS] = {
+static ts_pf k_cand[TS_PF_KINDS][TS_PF_CANDS] = { /* written only by ts_pf_override */
     {{1024, 3072}, {0, 4096}, {2048, 0}},        /* BF16 weights widened to FP32 */
     {{8192, 0}, {6144, 0}, {12288, 24576}},      /* Q8_0 */
     {{768, 4096}, {0, 4096}, {3072, 0}},         /* Q4_0 */
@@ -120,6 +120,12 @@ int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t 
 void ts_pf_set(ts_pf_kind k, int c) {
     pf_init();
     if (c >= 0 && c < TS_PF_CANDS) atomic_store(&g_pf[k].chosen, c);
+}
+
+void ts_pf_override(ts_pf_kind k, int c, ts_pf pf) {
+    if ((unsigned)k >= TS_PF_KINDS || c < 0 || c >= TS_PF_CANDS) return;
+    k_cand[k][c] = pf;
+    ts_pf_set(k, c);
 }
 
 void ts_pf_get_report(ts_pf_kind k, ts_pf_report *out) {

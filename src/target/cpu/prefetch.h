@@ -62,6 +62,9 @@ int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t 
 /* Fixes kind k's candidate (c in [0, TS_PF_CANDS)) for the rest of the process: tests that run
  * every candidate. */
 void ts_pf_set(ts_pf_kind k, int c);
+/* Replaces candidate c of kind k by pf and fixes it as ts_pf_set does: for tools/gemv_sweep.c,
+ * which times distances that are not candidates; never called by the library itself. */
+void ts_pf_override(ts_pf_kind k, int c, ts_pf pf);
 
 /* Where a kind stands: the choice (-1 while measuring) and the bytes per cycle measured. */
 typedef struct ts_pf_report {
