@@ -175,7 +175,11 @@ int cmd_bench(int argc, char **argv) {
     FILE *cr = fopen("/proc/self/clear_refs", "w"); /* "5": VmHWM restarts here, without the probe's buffers */
     if (cr) fputs("5", cr), fclose(cr);
     for (int k = 0; k < n_sizes && !s; k++) s = ts_measure_prefill(m, &mo, sizes[k], &pf[k], &err);
-    if (!s) s = ts_measure_decode(m, &mo, (int)decode_ctx, (int)gen, &dec, &err);
+    if (!s) { /* and a read probe between every two decode trials (measure.h) */
+        ts_measure_opts md = mo;
+        md.probe_trials = 1;
+        s = ts_measure_decode(m, &md, (int)decode_ctx, (int)gen, &dec, &err);
+    }
     double rss_mb = ts_proc_kb("/proc/self/status", "VmHWM:") / 1024.0; /* before the probes' 1 GiB buffer */
     double huge_mb = dec.anon_huge_mb; /* copied weights in THP, read while the decode session held them */
     double pmd_mb = dec.file_pmd_mb;   /* weights read from the mmap in 2 MiB folios (io/mmap.c) */
@@ -230,6 +234,7 @@ int cmd_bench(int argc, char **argv) {
                "\"prefill_peak_fraction\": %.4f, \"decode_bandwidth_fraction\": %.4f, "
                "\"peak_read_by_pattern\": {\"stream_4k\": %.2f, \"gemv_4k\": %.2f, \"stream_2m\": %.2f, "
                "\"gemv_2m\": %.2f, \"best\": \"%s\", \"huge_page_share\": %.3f}, \"decode_exceeds_read_peak\": %s, "
+               "\"decode_probe_fraction\": %.4f, \"decode_probe_gbs\": [%.2f, %.2f], "
                "\"decode_prefetch\": \"%s\", \"dispatches_per_layer\": %.2f, \"load_s\": %.3f, \"cold_ttft_s\": %.3f, "
                "\"rss_peak_mb\": %.1f, \"anon_huge_mb\": %.1f, \"file_pmd_mb\": %.1f, \"copied_weights\": %s, "
                "\"trials\": %lld, \"kv_cache\": \"%s\", "
@@ -237,7 +242,8 @@ int cmd_bench(int argc, char **argv) {
                dir, variant, kernels, nth, sizes[n_sizes - 1], last->rate, last->rate_sd, pf_gflops[n_sizes - 1], decode_ctx,
                dec.rate, dec.rate_sd, dec_gbs, bytes_tok, pk.flops_gflops, pk.flops_instr, pk.read_gbs, pf_frac,
                dec_frac, pk.read_stream_4k_gbs, pk.read_gemv_4k_gbs, pk.read_stream_2m_gbs, pk.read_gemv_2m_gbs,
-               pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", pfd, dpl, t_load, cold_ttft, rss_mb, huge_mb, pmd_mb, copy_weights ? "true" : "false", trials,
+               pk.read_best, pk.huge_share, dec_frac > 1 ? "true" : "false", dec.probe_fraction, dec.probe_min_gbs,
+               dec.probe_max_gbs, pfd, dpl, t_load, cold_ttft, rss_mb, huge_mb, pmd_mb, copy_weights ? "true" : "false", trials,
                ts_kv_cache_name(kv));
         for (int k = 0; k < n_sizes; k++)
             printf("%s{\"tokens\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"gflops\": %.2f}", k ? ", " : "",
@@ -257,6 +263,8 @@ int cmd_bench(int argc, char **argv) {
                    pf[k].rate, pf[k].rate_sd, pf_gflops[k], 100 * pf_gflops[k] / pk.flops_gflops);
         printf("decode at %lld ctx:   %8.2f tok/s (sd %.2f)  %7.1f GB/s = %.1f%% of read peak (%.0f MB/token)\n",
                decode_ctx, dec.rate, dec.rate_sd, dec_gbs, 100 * dec_frac, bytes_tok / 1e6);
+        printf("  against a read probe before and after each trial: median %.1f%% (probes %.1f-%.1f GB/s)\n",
+               100 * dec.probe_fraction, dec.probe_min_gbs, dec.probe_max_gbs);
         if (pfd[0]) printf("decode prefetch: %s\n", pfd);
         if (dec_frac > 1)
             printf("warning: decode read %.1f GB/s, above the measured read peak %.1f GB/s: the peak probe ran on a busier "

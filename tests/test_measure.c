@@ -185,6 +185,25 @@ static void test_measure(const ts_model *m) {
     CHECK(s == TS_OK, "unfused decode: %s", err.msg);
     if (!s) {
         check_measurement(&r, 4, 2, unfused * L + 1, unfused, "decode unfused");
+        CHECK(r.probe_fraction == 0 && r.probe_min_gbs == 0, "no probe asked: fraction %g", r.probe_fraction);
+        ts_measurement_free(&r);
+    }
+
+    /* A read probe around every decode trial: each trial's GB/s over its probes, so the median
+     * lies between the slowest trial over the fastest probe and the fastest over the slowest. */
+    o = (ts_measure_opts){.threads = 2, .trials = 3, .probe_trials = 1};
+    s = ts_measure_decode(m, &o, 5, 3, &r, &err);
+    CHECK(s == TS_OK, "decode with probes: %s", err.msg);
+    if (!s) {
+        check_measurement(&r, 3, 3, 3 * L + 1, 3, "decode with probes");
+        double lo = r.samples[0], hi = r.samples[0], bytes = ts_measure_decode_bytes(m, 5 + 3 / 2.0) / 1e9;
+        for (int i = 1; i < 3; i++) lo = fmin(lo, r.samples[i]), hi = fmax(hi, r.samples[i]);
+        CHECK(r.probe_min_gbs > 0 && r.probe_min_gbs <= r.probe_max_gbs && isfinite(r.probe_max_gbs),
+              "probes %g-%g GB/s", r.probe_min_gbs, r.probe_max_gbs);
+        CHECK(r.probe_fraction >= bytes * lo / r.probe_max_gbs * (1 - 1e-9) &&
+                  r.probe_fraction <= bytes * hi / r.probe_min_gbs * (1 + 1e-9),
+              "probe fraction %g outside [%g, %g]", r.probe_fraction, bytes * lo / r.probe_max_gbs,
+              bytes * hi / r.probe_min_gbs);
         ts_measurement_free(&r);
     }
 

@@ -108,6 +108,38 @@ static void finish(ts_measurement *r, const ts_cpu *cp, int tokens, int profile_
     huge_mb(&r->anon_huge_mb, &r->file_pmd_mb); /* the session still holds its weights */
 }
 
+/* The read probe between decode trials: 256 MiB (far past the caches, about 3-5 ms here), in 2
+ * MiB pages as copied weights are, the faster of its two patterns (probe.h) at that moment. */
+#define PROBE_BYTES ((size_t)256 << 20)
+static double probe_now(ts_read_probe *p, const ts_cpu *cp, long *regions) {
+    long d = ts_cpu_dispatches(cp);
+    double a = ts_read_probe_run(p, 0), b = ts_read_probe_run(p, 1);
+    *regions += ts_cpu_dispatches(cp) - d;
+    return a > b ? a : b;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* r->samples are tokens per second by now (finish) */
+static void probe_fractions(ts_measurement *r, const double *pg, double bytes_per_token) {
+    double *f = malloc(sizeof(double) * (size_t)r->trials);
+    if (!f) return;
+    r->probe_min_gbs = r->probe_max_gbs = pg[0];
+    for (int i = 0; i < r->trials; i++) {
+        double around = 0.5 * (pg[i] + pg[i + 1]);
+        f[i] = around > 0 ? bytes_per_token * r->samples[i] / 1e9 / around : 0;
+        if (pg[i + 1] < r->probe_min_gbs) r->probe_min_gbs = pg[i + 1];
+        if (pg[i + 1] > r->probe_max_gbs) r->probe_max_gbs = pg[i + 1];
+    }
+    qsort(f, (size_t)r->trials, sizeof(double), cmp_double);
+    int n = r->trials;
+    r->probe_fraction = n % 2 ? f[n / 2] : 0.5 * (f[n / 2 - 1] + f[n / 2]);
+    free(f);
+}
+
 static ts_status begin(const ts_measure_opts *o, ts_measurement *r, ts_error *err) {
     memset(r, 0, sizeof *r);
     if (o->threads < 1 || o->trials < 1)
@@ -172,10 +204,18 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
     if (!s) ts_phase_prompt_tokens(c, 7, 200, toks, C);
     if (!s) s = open_plan(m, o, C + D, &cp, r, err);
     if (!s) s = ts_cpu_forward(cp, toks, C, lg0, 0, NULL, err);
-    long d0 = 0;
+    ts_read_probe *probe = NULL;
+    double *pg = NULL; /* probe i ran just before warm trial i; probe trials after the last */
+    if (!s && o->probe_trials) {
+        probe = ts_read_probe_new(ts_cpu_pool(cp), ts_cpu_variant_of(cp), PROBE_BYTES, 1);
+        pg = calloc((size_t)o->trials + 1, sizeof(double));
+        if (!probe || !pg) s = ts_fail(err, TS_ERR_NOMEM, "measurement: out of memory for the read probe");
+    }
+    long d0 = 0, dp = 0; /* dp: the probes' own regions on the session's pool, not counted */
     int runs = 0;
     for (int i = -1; i < o->trials && !s; i++) {
         if (i == 0) ts_cpu_profile_reset(cp), d0 = ts_cpu_dispatches(cp);
+        if (i >= 0 && probe) pg[i] = probe_now(probe, cp, &dp);
         double b = ts_now_s() * 1e3, dt = 0;
         int k = 0;
         do { /* the cold run (i < 0) is one run; warm trials last at least the minimum */
@@ -190,7 +230,11 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
         if (i < 0) r->cold_ms = ts_now_s() * 1e3 - b;
         else r->samples[i] = dt / k, runs += k;
     }
-    if (!s) finish(r, cp, D, runs * D, ts_cpu_dispatches(cp) - d0);
+    if (!s && probe) pg[o->trials] = probe_now(probe, cp, &dp);
+    if (!s) finish(r, cp, D, runs * D, ts_cpu_dispatches(cp) - d0 - dp);
+    if (!s && probe) probe_fractions(r, pg, ts_measure_decode_bytes(m, C + D / 2.0));
+    ts_read_probe_free(probe);
+    free(pg);
     ts_cpu_free(cp);
     free(toks), free(lg), free(lg0);
     if (s) ts_measurement_free(r);

@@ -26,6 +26,8 @@ typedef struct ts_measure_opts {
     const json_t *tiles;       /* autotuned tiles (a phase-4 report's or manifest's), or NULL */
     int release_source;        /* with copied weights: drop the mapped pages (bench, run) */
     const ts_cpu_fault *fault; /* debug fault, or NULL */
+    int probe_trials;          /* decode: a read probe on the session's own threads before every warm
+                                * trial and after the last (ts_measurement.probe_fraction) */
 } ts_measure_opts;
 
 typedef struct ts_measurement {
@@ -44,6 +46,12 @@ typedef struct ts_measurement {
                                 * lived (copied weights in THP; -1 where not readable) */
     double file_pmd_mb;        /* this process's file pages mapped 2 MiB at a time then (weights
                                 * read from the mmap in large folios, io/mmap.c; -1 likewise) */
+    /* Decode with probe_trials: each warm trial's GB/s (ts_measure_decode_bytes at the trial's
+     * mean context) over the mean of the read probes just before and just after it, the median
+     * over the trials; the probes' lowest and highest GB/s. A host whose bandwidth moves by 2x
+     * within seconds is judged against the moment each trial ran, not against its best moment
+     * of the whole run. 0 without probe_trials. */
+    double probe_fraction, probe_min_gbs, probe_max_gbs;
 } ts_measurement;
 
 /* Warm prefill of P tokens. Threads, trials, P, C and D must be >= 1 (TS_ERR_ARG). */
