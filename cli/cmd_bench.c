@@ -177,10 +177,11 @@ int cmd_bench(int argc, char **argv) {
     for (int k = 0; k < n_sizes && !s; k++) s = ts_measure_prefill(m, &mo, sizes[k], &pf[k], &err);
     if (!s) { /* and a read probe between every two decode trials (measure.h) */
         ts_measure_opts md = mo;
-        md.probe_trials = 1;
+        md.probe_each_trial = 1;
         s = ts_measure_decode(m, &md, (int)decode_ctx, (int)gen, &dec, &err);
     }
-    double rss_mb = ts_proc_kb("/proc/self/status", "VmHWM:") / 1024.0; /* before the probes' 1 GiB buffer */
+    /* before the decode's probe buffer (measure.h) and the peak probes' 1 GiB */
+    double rss_mb = dec.rss_peak_mb;
     double huge_mb = dec.anon_huge_mb; /* copied weights in THP, read while the decode session held them */
     double pmd_mb = dec.file_pmd_mb;   /* weights read from the mmap in 2 MiB folios (io/mmap.c) */
     ts_peaks pk;

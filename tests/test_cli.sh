@@ -56,7 +56,10 @@ expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q
 relcmp "$TMP/qc.bin" "$G/logits_2.bin" 8 1e-2 "qwen2_bias cpu-target logits" && ok || bad "cpu logits differ from HF golden"
 expect 64 "--prefill expects" -- "$BIN" bench "$TMP/tiny" --prefill ""
 expect 0 '"dispatches_per_layer": 3.00' -- "$BIN" bench "$TMP/tiny" --prefill 16,32 --decode 8 --gen 4 --trials 2 --json
-expect 0 'against a read probe before and after each trial: median' -- "$BIN" bench "$TMP/tiny" --prefill 16 --decode 8 --gen 4 --trials 2
+out=$("$BIN" bench "$TMP/tiny" --prefill 16 --decode 8 --gen 4 --trials 2 --json 2>/dev/null)
+python3 -c 'import json, sys; j = json.loads(sys.argv[1]); lo, hi = j["decode_probe_gbs"]
+assert j["decode_probe_fraction"] > 0 and 0 < lo <= hi, (j["decode_probe_fraction"], lo, hi)' "$out" \
+    && ok || bad "bench JSON: decode_probe_fraction and decode_probe_gbs [lo, hi]: $out"
 
 # --hidden writes the per-layer residual stream in the golden hidden format
 expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q.bin" --hidden "$TMP/h.bin"

@@ -115,6 +115,20 @@ static void check_measurement(const ts_measurement *r, int trials, int tokens, d
     CHECK(fabs(share - 1) < 1e-9, "%s: profile shares sum to %g", what, share);
 }
 
+/* Each trial over the mean of its two probes, then the median: worked by hand. */
+static void test_probe_fraction(void) {
+    /* 1 GB a token: trials read 10, 20, 30, 100 GB/s; probes around them 20, 20, 30, 50 */
+    const double rates[4] = {10, 20, 30, 100}, probes[5] = {10, 30, 10, 50, 50};
+    double lo, hi, f = ts_measure_probe_fraction(rates, probes, 4, 1e9, &lo, &hi);
+    CHECK(fabs(f - 1.0) < 1e-12 && lo == 10 && hi == 50, "fractions 0.5, 1, 1, 2: median %g (expected 1), probes %g-%g",
+          f, lo, hi);
+    f = ts_measure_probe_fraction(rates, probes, 3, 1e9, &lo, &hi);
+    CHECK(fabs(f - 1.0) < 1e-12 && lo == 10 && hi == 50, "three trials: median %g", f);
+    f = ts_measure_probe_fraction(rates + 3, probes + 3, 1, 2e9, &lo, &hi);
+    CHECK(fabs(f - 4.0) < 1e-12 && lo == 50 && hi == 50, "one trial at 2 GB a token: %g (expected 4)", f);
+    CHECK(ts_measure_probe_fraction(rates, probes, 0, 1e9, &lo, &hi) == 0, "no trials: 0");
+}
+
 static void test_measure(const ts_model *m) {
     const ts_config *c = ts_model_config(m);
     int L = c->n_layers, unfused = TS_N_STEPS; /* qwen3 has qk_norm: every step is a dispatch */
@@ -191,7 +205,7 @@ static void test_measure(const ts_model *m) {
 
     /* A read probe around every decode trial: each trial's GB/s over its probes, so the median
      * lies between the slowest trial over the fastest probe and the fastest over the slowest. */
-    o = (ts_measure_opts){.threads = 2, .trials = 3, .probe_trials = 1};
+    o = (ts_measure_opts){.threads = 2, .trials = 3, .probe_each_trial = 1};
     s = ts_measure_decode(m, &o, 5, 3, &r, &err);
     CHECK(s == TS_OK, "decode with probes: %s", err.msg);
     if (!s) {
@@ -445,6 +459,7 @@ static void test_trajectory(const ts_model *m) {
 
 int main(void) {
     test_stats();
+    test_probe_fraction();
     ts_model *m = NULL;
     ts_error err;
     if (ts_model_open(th_fixture("hf/qwen3_qknorm"), &m, &err)) {

@@ -92,7 +92,10 @@ static int fill(spec *s, int N, int K, int mats) {
     }
     if (ts_dtype_is_x16(s->dt)) {
         uint8_t *L = huge_buffer(bytes);
-        if (!L) return 0;
+        if (!L) {
+            free(W);
+            return 0;
+        }
         ts_x16_repack_rows(s->dt, L, W, K, 0, (int64_t)N * mats);
         free(W);
         W = L;
@@ -121,6 +124,7 @@ static int usage(void) {
 int main(int argc, char **argv) {
     int threads = 0, K = 1024, mib = 320, rounds = 5, ns = 0;
     spec *specs = calloc(MAX_SPECS, sizeof(spec));
+    if (!specs) return 1;
     for (int i = 1; i < argc; i++) {
         if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--k")) K = atoi(argv[++i]);
@@ -145,6 +149,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "gemv_sweep: the prefetch distances belong to the AVX-512 (VNNI) decode kernels; this CPU has none\n");
         return 1;
     }
+    for (int i = 0; i < ns; i++)
+        if (specs[i].dt == TS_DTYPE_BF16 && !ts_cpu_avx512_decode_f32()) {
+            fprintf(stderr, "gemv_sweep: this core decodes BF16 with the vdpbf16ps GEMV, which has no prefetch "
+                            "distances; the bf16 settings all time the same kernel\n");
+            break;
+        }
     ts_pool *pool;
     ts_error err;
     if (ts_pool_new(ts_pool_resolve_threads(threads), &pool, &err) != TS_OK) {
@@ -177,8 +187,8 @@ int main(int argc, char **argv) {
         probe_gbs[r] = ts_read_probe_run(probe, 0);
         ts_pool_leave(pool, e);
         printf("probe %5.1f |", probe_gbs[r]);
-        for (int i = 0; i < ns; i++) {
-            spec *s = &specs[i];
+        for (int j = 0; j < ns; j++) { /* the order rotates: no setting always runs first after the probe */
+            spec *s = &specs[(j + r) % ns];
             ts_pf_override(s->kind, 0, s->pf);
             run_ctx c = {s, N, K, mats, xp, y, pool};
             e = ts_pool_enter(pool);

@@ -109,13 +109,14 @@ static void finish(ts_measurement *r, const ts_cpu *cp, int tokens, int profile_
 }
 
 /* The read probe between decode trials: 256 MiB (far past the caches, about 3-5 ms here), in 2
- * MiB pages as copied weights are, the faster of its two patterns (probe.h) at that moment. */
+ * MiB pages as copied weights are, the plain load stream (the GEMV pattern would run the BF16
+ * decode GEMV, whose calls of 32 MiB or less per thread feed its prefetch choice, prefetch.h). */
 #define PROBE_BYTES ((size_t)256 << 20)
 static double probe_now(ts_read_probe *p, const ts_cpu *cp, long *regions) {
     long d = ts_cpu_dispatches(cp);
-    double a = ts_read_probe_run(p, 0), b = ts_read_probe_run(p, 1);
+    double g = ts_read_probe_run(p, 0);
     *regions += ts_cpu_dispatches(cp) - d;
-    return a > b ? a : b;
+    return g;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -123,21 +124,24 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* r->samples are tokens per second by now (finish) */
-static void probe_fractions(ts_measurement *r, const double *pg, double bytes_per_token) {
-    double *f = malloc(sizeof(double) * (size_t)r->trials);
-    if (!f) return;
-    r->probe_min_gbs = r->probe_max_gbs = pg[0];
-    for (int i = 0; i < r->trials; i++) {
-        double around = 0.5 * (pg[i] + pg[i + 1]);
-        f[i] = around > 0 ? bytes_per_token * r->samples[i] / 1e9 / around : 0;
-        if (pg[i + 1] < r->probe_min_gbs) r->probe_min_gbs = pg[i + 1];
-        if (pg[i + 1] > r->probe_max_gbs) r->probe_max_gbs = pg[i + 1];
+double ts_measure_probe_fraction(const double *rates, const double *probes, int trials, double bytes_per_token,
+                                 double *lo, double *hi) {
+    double *f = malloc(sizeof(double) * (size_t)(trials > 0 ? trials : 1));
+    *lo = *hi = trials > 0 ? probes[0] : 0;
+    if (!f || trials < 1) {
+        free(f);
+        return 0;
     }
-    qsort(f, (size_t)r->trials, sizeof(double), cmp_double);
-    int n = r->trials;
-    r->probe_fraction = n % 2 ? f[n / 2] : 0.5 * (f[n / 2 - 1] + f[n / 2]);
+    for (int i = 0; i < trials; i++) {
+        double around = 0.5 * (probes[i] + probes[i + 1]);
+        f[i] = around > 0 ? bytes_per_token * rates[i] / 1e9 / around : 0;
+        if (probes[i + 1] < *lo) *lo = probes[i + 1];
+        if (probes[i + 1] > *hi) *hi = probes[i + 1];
+    }
+    qsort(f, (size_t)trials, sizeof(double), cmp_double);
+    double med = trials % 2 ? f[trials / 2] : 0.5 * (f[trials / 2 - 1] + f[trials / 2]);
     free(f);
+    return med;
 }
 
 static ts_status begin(const ts_measure_opts *o, ts_measurement *r, ts_error *err) {
@@ -205,8 +209,10 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
     if (!s) s = open_plan(m, o, C + D, &cp, r, err);
     if (!s) s = ts_cpu_forward(cp, toks, C, lg0, 0, NULL, err);
     ts_read_probe *probe = NULL;
-    double *pg = NULL; /* probe i ran just before warm trial i; probe trials after the last */
-    if (!s && o->probe_trials) {
+    double *pg = NULL; /* pg[i]: the probe just before warm trial i; pg[trials]: the one after the last */
+    long hwm = ts_proc_kb("/proc/self/status", "VmHWM:"); /* the session's peak, before the probe's buffer */
+    r->rss_peak_mb = hwm >= 0 ? hwm / 1024.0 : -1;
+    if (!s && o->probe_each_trial) {
         probe = ts_read_probe_new(ts_cpu_pool(cp), ts_cpu_variant_of(cp), PROBE_BYTES, 1);
         pg = calloc((size_t)o->trials + 1, sizeof(double));
         if (!probe || !pg) s = ts_fail(err, TS_ERR_NOMEM, "measurement: out of memory for the read probe");
@@ -231,9 +237,11 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
         else r->samples[i] = dt / k, runs += k;
     }
     if (!s && probe) pg[o->trials] = probe_now(probe, cp, &dp);
+    ts_read_probe_free(probe); /* before finish: its huge pages are not the weights' */
     if (!s) finish(r, cp, D, runs * D, ts_cpu_dispatches(cp) - d0 - dp);
-    if (!s && probe) probe_fractions(r, pg, ts_measure_decode_bytes(m, C + D / 2.0));
-    ts_read_probe_free(probe);
+    if (!s && pg)
+        r->probe_fraction = ts_measure_probe_fraction(r->samples, pg, r->trials, ts_measure_decode_bytes(m, C + D / 2.0),
+                                                      &r->probe_min_gbs, &r->probe_max_gbs);
     free(pg);
     ts_cpu_free(cp);
     free(toks), free(lg), free(lg0);

@@ -26,7 +26,7 @@ typedef struct ts_measure_opts {
     const json_t *tiles;       /* autotuned tiles (a phase-4 report's or manifest's), or NULL */
     int release_source;        /* with copied weights: drop the mapped pages (bench, run) */
     const ts_cpu_fault *fault; /* debug fault, or NULL */
-    int probe_trials;          /* decode: a read probe on the session's own threads before every warm
+    int probe_each_trial;      /* decode: a read probe on the session's own threads before every warm
                                 * trial and after the last (ts_measurement.probe_fraction) */
 } ts_measure_opts;
 
@@ -46,12 +46,13 @@ typedef struct ts_measurement {
                                 * lived (copied weights in THP; -1 where not readable) */
     double file_pmd_mb;        /* this process's file pages mapped 2 MiB at a time then (weights
                                 * read from the mmap in large folios, io/mmap.c; -1 likewise) */
-    /* Decode with probe_trials: each warm trial's GB/s (ts_measure_decode_bytes at the trial's
-     * mean context) over the mean of the read probes just before and just after it, the median
-     * over the trials; the probes' lowest and highest GB/s. A host whose bandwidth moves by 2x
-     * within seconds is judged against the moment each trial ran, not against its best moment
-     * of the whole run. 0 without probe_trials. */
+    /* Decode with probe_each_trial: ts_measure_probe_fraction of the trials and their probes,
+     * and the probes' lowest and highest GB/s; 0 without. A host whose bandwidth moves by 2x
+     * within seconds is judged against the moments each trial ran, not against its best moment
+     * of the whole run. The probe evicts the last-level cache before each trial: a model that
+     * fits in it decodes its first token of a trial from memory. */
     double probe_fraction, probe_min_gbs, probe_max_gbs;
+    double rss_peak_mb; /* decode: VmHWM before any probe buffer (-1 where unreadable) */
 } ts_measurement;
 
 /* Warm prefill of P tokens. Threads, trials, P, C and D must be >= 1 (TS_ERR_ARG). */
@@ -73,6 +74,11 @@ int ts_measurement_valid(const ts_measurement *r, int trials);
 
 /* Mean and sample standard deviation. */
 void ts_measure_stats(const double *x, int n, double *mean, double *sd);
+/* The median over trials of each trial's GB/s (bytes_per_token x rates[i] tokens/s) over the mean
+ * of probes[i] and probes[i + 1] (GB/s read just before and just after trial i; trials + 1
+ * entries); *lo / *hi the lowest and highest probe. 0 when trials < 1. */
+double ts_measure_probe_fraction(const double *rates, const double *probes, int trials, double bytes_per_token,
+                                 double *lo, double *hi);
 /* Bytes a decode step reads: every weight matrix once (BF16, or Q8_0 / Q4_0 as stored) and the
  * KV cache up to ctx (FP32, or F16 for --kv-cache f16). */
 double ts_measure_decode_bytes(const ts_model *m, double ctx);

@@ -176,33 +176,42 @@ static inline __m256 hsum8(const __m512 v[8]) {
 }
 
 /* Decode reads the cache from DRAM (the weights streamed since the layer's last token evicted it),
- * where the hardware prefetchers alone fed one core 15.8 GB/s (Zen 5, 128 keys of head_dim 128 per
- * group call: 4.1 us from DRAM against 0.74 with the rows in L1/L2). So the score loop prefetches
- * the keys KEYS_AHEAD rows ahead into L1 and each block's values into L2, for dec_pv right after. */
-#define KEYS_AHEAD 64
-/* rows [j, j + 8) of a cache (one run: TS_KV_BLOCK % 8 == 0), element idx on, into L1 or L2 */
-INL void prefetch8(const void *c, size_t idx, int NV, int f16, int l2) {
+ * where the hardware prefetchers alone fed one core about 15 GB/s (Zen 5, 128 keys of head_dim 128
+ * in F16 per group call: 4.1-4.5 us from DRAM against 0.74 with the rows in L1/L2). So the score
+ * loop prefetches the keys KEYS_AHEAD_BYTES ahead into L1 (16 KiB: 3.1-3.3 us; 8 KiB 3.2-3.4, 32
+ * KiB 3.5-3.7) and, while the group's values are at most 512 KiB (a quarter of this core's L2, half
+ * of a Zen 4's), each block's values into L2 for dec_pv right after (more could be evicted again
+ * before dec_pv reads them). */
+#define KEYS_AHEAD_BYTES 16384
+#define VALUES_L2_BYTES (512 * 1024)
+/* rows [j, j + rows) of a cache, rows <= 8 (one run: TS_KV_BLOCK % 8 == 0), element idx on, into
+ * L1 or L2 */
+INL void prefetch_rows(const void *c, size_t idx, int rows, int NV, int f16, int l2) {
     const char *p = (const char *)c + idx * (f16 ? 2 : 4);
-    int bytes = 8 * NV * 16 * (f16 ? 2 : 4);
+    int bytes = rows * NV * 16 * (f16 ? 2 : 4);
     for (int o = 0; o < bytes; o += 64)
         if (l2) _mm_prefetch(p + o, _MM_HINT_T1);
         else _mm_prefetch(p + o, _MM_HINT_T0);
 }
 
 /* sc[h * ns + j] = scale * q_h . k_j for the G heads and keys [0, n); NV = hd / 16. Writes whole
- * blocks of 8 (up to n rounded up to 8, <= ns), reading no key at or past n (prefetching those of
- * rows < n only, and v's rows < n rounded up to 8). */
+ * blocks of 8 (up to n rounded up to 8, <= ns), reading (and prefetching) no key or value row at
+ * or past n. */
 INL void dec_scores(float *sc, int ns, const float *q, int G, const void *k, const void *v, int stride, int n, int NV,
                     float scale, int f16) {
     const __m512 z = _mm512_setzero_ps();
     const __m256 s = _mm256_set1_ps(scale);
-    for (int j = 0; j < KEYS_AHEAD && j < n; j += 8) prefetch8(k, ts_kv_idx(j, stride, NV * 16), NV, f16, 0);
+    const int row_bytes = NV * 16 * (f16 ? 2 : 4), ahead = (KEYS_AHEAD_BYTES / row_bytes + 7) & ~7;
+    const int v_l2 = (long)n * row_bytes <= VALUES_L2_BYTES;
+    for (int j = 0; j < ahead && j < n; j += 8)
+        prefetch_rows(k, ts_kv_idx(j, stride, NV * 16), n - j < 8 ? n - j : 8, NV, f16, 0);
     for (int j = 0; j < n; j += 8) {
         /* j % 8 == 0 and TS_KV_BLOCK % 8 == 0: the 8 rows are consecutive rows of one block */
         int nk = n - j < 8 ? n - j : 8;
         size_t kb = ts_kv_idx(j, stride, NV * 16);
-        if (j + KEYS_AHEAD < n) prefetch8(k, ts_kv_idx(j + KEYS_AHEAD, stride, NV * 16), NV, f16, 0);
-        prefetch8(v, kb, NV, f16, 1);
+        if (j + ahead < n)
+            prefetch_rows(k, ts_kv_idx(j + ahead, stride, NV * 16), n - j - ahead < 8 ? n - j - ahead : 8, NV, f16, 0);
+        if (v_l2) prefetch_rows(v, kb, nk, NV, f16, 1);
         for (int h = 0; h < G; h += 2) {
             const float *q0 = q + (size_t)h * NV * 16, *q1 = h + 1 < G ? q0 + NV * 16 : q0;
             __m512 a0[8], a1[8];

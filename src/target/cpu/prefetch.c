@@ -18,22 +18,23 @@
  * Q8_0 (both forms) and Q4_0 in lane order prefetch much farther: on Zen 5 (2 threads, 2 MiB
  * pages, a 256 MiB read probe before every round, all settings interleaved in one process,
  * docs/performance.md session 28) the host's fast periods (probe 75-82 GB/s) read Q8_0 at 68-71
- * GB/s with 3072 into L1 (the old choice) and 79-87 with 8192 or 12288, Q4_0 in lane order at
- * 56-59 with 768 / 4096 (the old candidate 0) and 76-84 with 6144 / 24576; in its slow periods
- * (probe 44-52) every distance read within 5% of every other. */
+ * GB/s with 3072 into L1 (the old choice), 59-62 with 2048 / 4096 (kept as a candidate: the Xeon's
+ * pair, where 8192 was no faster) and 74-87 with 8192, Q4_0 in lane order at 56-59 with 768 / 4096
+ * (the old candidate 0) and 76-85 with 6144 / 24576; in its slow periods (probe 44-52) every
+ * distance read within 5% of every other. */
 static ts_pf k_cand[TS_PF_KINDS][TS_PF_CANDS] = { /* written only by ts_pf_override */
     {{1024, 3072}, {0, 4096}, {2048, 0}},        /* BF16 weights widened to FP32 */
-    {{8192, 0}, {6144, 0}, {12288, 24576}},      /* Q8_0 */
+    {{8192, 0}, {6144, 0}, {2048, 4096}},        /* Q8_0 (the last: the Xeon's tuned pair) */
     {{768, 4096}, {0, 4096}, {3072, 0}},         /* Q4_0 */
-    {{8192, 0}, {6144, 0}, {12288, 24576}},      /* Q8_0 in 16-block lane order: Q8_0's */
+    {{8192, 0}, {6144, 0}, {2048, 4096}},        /* Q8_0 in 16-block lane order: Q8_0's */
     {{6144, 24576}, {8192, 0}, {16384, 32768}},  /* Q4_0 in 16-block lane order */
 };
 /* what each candidate of each kind does, from its distances (k_cand) */
 static const char *k_names[TS_PF_KINDS][TS_PF_CANDS] = {
     {"near L1 + L2", "L2 only", "far L1 only"},
-    {"L1 8 KiB ahead", "L1 6 KiB ahead", "L1 12 KiB + L2 24 KiB ahead"},
+    {"L1 8 KiB ahead", "L1 6 KiB ahead", "near L1 + L2"},
     {"near L1 + L2", "L2 only", "far L1 only"},
-    {"L1 8 KiB ahead", "L1 6 KiB ahead", "L1 12 KiB + L2 24 KiB ahead"},
+    {"L1 8 KiB ahead", "L1 6 KiB ahead", "near L1 + L2"},
     {"L1 6 KiB + L2 24 KiB ahead", "L1 8 KiB ahead", "L1 16 KiB + L2 32 KiB ahead"},
 };
 

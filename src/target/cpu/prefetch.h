@@ -44,7 +44,7 @@ static inline __attribute__((always_inline)) void ts_pf_lines(const void *p, ts_
         for (int l = 0; l < lines; l++) __builtin_prefetch(c + pf.l2 + 64 * l, 0, 2);
 }
 
-/* Candidate c of a kind (c in [0, TS_PF_CANDS)); candidate 0 is the setting tuned on the Xeon. */
+/* Candidate c of a kind (c in [0, TS_PF_CANDS)); prefetch.c says where each was measured. */
 ts_pf ts_pf_candidate(ts_pf_kind k, int c);
 const char *ts_pf_candidate_name(ts_pf_kind k, int c);
 
@@ -63,7 +63,8 @@ int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t 
  * every candidate. */
 void ts_pf_set(ts_pf_kind k, int c);
 /* Replaces candidate c of kind k by pf and fixes it as ts_pf_set does: for tools/gemv_sweep.c,
- * which times distances that are not candidates; never called by the library itself. */
+ * which times distances that are not candidates; never called by the library itself. Only while
+ * no GEMV runs (the table is read without synchronization); the candidate keeps its old name. */
 void ts_pf_override(ts_pf_kind k, int c, ts_pf pf);
 
 /* Where a kind stands: the choice (-1 while measuring) and the bytes per cycle measured. */
