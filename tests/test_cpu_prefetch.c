@@ -90,6 +90,28 @@ static void check_kind(ts_pf_kind kind, int N, int K) {
     free(W), free(stored), free(x), free(xp), free(ys);
 }
 
+/* Batched decode is timed too (a server decodes only through it, and must reach a choice):
+ * before any choice, a batched call of 256 KiB or more per thread adds its bytes to the
+ * candidate its time slice ran. Runs before anything fixes a candidate. */
+static void test_batch_timed(void) {
+    const int N = 1024, K = 1024, S = 2;
+    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    uint8_t *W = malloc(rb * (size_t)N);
+    float *x = malloc(sizeof(float) * (size_t)S * K), *y = malloc(sizeof(float) * (size_t)S * N);
+    for (size_t i = 0; i < rb * (size_t)N; i++) W[i] = (uint8_t)urand();
+    for (size_t b = 0; b < (size_t)N * (size_t)(K / TS_QBLOCK); b++) W[b * (2 + TS_QBLOCK)] = 0, W[b * (2 + TS_QBLOCK) + 1] = 0x20;
+    for (int i = 0; i < S * K; i++) x[i] = frand();
+    ts_pf_report before, after;
+    ts_pf_get_report(TS_PF_Q8, &before);
+    ts_cpu_gemv_batch_q_avx512(y, N, x, K, W, TS_DTYPE_Q8_0, K, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
+    ts_pf_get_report(TS_PF_Q8, &after);
+    double added = 0;
+    for (int c = 0; c < TS_PF_CANDS; c++) added += after.gbytes[c] - before.gbytes[c];
+    CHECK(before.chosen < 0 && fabs(added * 1e9 - (double)rb * N) < 1, "a batched call of %zu bytes added %.0f timed bytes",
+          rb * (size_t)N, added * 1e9);
+    free(W), free(x), free(y);
+}
+
 int main(void) {
     test_decide();
     if (!ts_cpu_variant_supported(TS_CPU_AVX512BF16)) {
@@ -104,6 +126,7 @@ int main(void) {
         th_isa_gap("AVX-512 VNNI", "AVX-512 Q8_0/Q4_0 decode GEMVs under each prefetch candidate");
         return th_finish("test_cpu_prefetch");
     }
+    if (!getenv("TESSERA_PREFETCH")) test_batch_timed();
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         check_kind(TS_PF_Q8, shapes[i][0], shapes[i][1]);
         check_kind(TS_PF_Q4, shapes[i][0], shapes[i][1]);

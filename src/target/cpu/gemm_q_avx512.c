@@ -342,7 +342,13 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     }
     __m512 acc[TS_GEMM_BATCH_MAX];
     const size_t bb = ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
-    ts_pf pf = ts_pf_candidate(pf_kind(dt), ts_pf_current(pf_kind(dt)));
+    /* timed as the single decode is: a server decodes only through here, and its process must
+     * make the prefetch choice too (the candidates see the same mix of S, as they take turns by
+     * time slices) */
+    ts_pf_kind kind = pf_kind(dt);
+    uint64_t bytes = (uint64_t)(n1 - n0) * rb, t0;
+    int c = ts_pf_begin(kind, bytes, &t0);
+    ts_pf pf = ts_pf_candidate(kind, c);
     for (int n = n0; n < n1; n++) {
         const uint8_t *row = W + (size_t)n * rb;
         for (int s = 0; s < S; s++) acc[s] = _mm512_setzero_ps();
@@ -355,6 +361,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
         for (int s = 0; s < S; s++)
             y[(size_t)s * ldy + n] = _mm512_reduce_add_ps(qg_tail(acc[s], row, qx[s], b, nb, dt));
     }
+    ts_pf_end(kind, c, t0, bytes);
     free(heap);
 }
 

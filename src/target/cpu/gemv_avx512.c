@@ -254,9 +254,12 @@ void ts_cpu_gemv_batch_f32_avx512(float *y, int ldy, const float *xp, int ldx, c
         x32 = heap;
     }
     for (int s = 0; s < S; s++) x_regroup(x32 + (size_t)s * K32, xp + (size_t)s * ldx, K);
-    if (S == 1) {
-        ts_pf pf = ts_pf_candidate(TS_PF_BF16, ts_pf_current(TS_PF_BF16));
+    if (S == 1) { /* timed as ts_cpu_gemv_f32_avx512: a server decodes only through here */
+        uint64_t bytes = (uint64_t)(n1 - n0) * (uint64_t)K * 2, t0;
+        int c = ts_pf_begin(TS_PF_BF16, bytes, &t0);
+        ts_pf pf = ts_pf_candidate(TS_PF_BF16, c);
         for (int n = n0; n < n1; n++) y[n] = row_dot(x32, W + (size_t)n * K, K, pf);
+        ts_pf_end(TS_PF_BF16, c, t0, bytes);
     } else {
         /* Blocks of TILE_NB tiles (24 W rows): each x group runs over the whole block, so its
          * rows (16 KiB at K = 1024) stay in L1 across the block's tiles while the block's W

@@ -74,12 +74,6 @@ const char *ts_pf_candidate_name(ts_pf_kind k, int c) {
 
 static int slice_of(uint64_t t) { return (int)((t >> 22) % TS_PF_CANDS); }
 
-int ts_pf_current(ts_pf_kind k) {
-    pf_init();
-    int c = atomic_load_explicit(&g_pf[k].chosen, memory_order_relaxed);
-    return c >= 0 ? c : slice_of(ticks());
-}
-
 int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0) {
     pf_init();
     *t0 = 0;

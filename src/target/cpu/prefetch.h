@@ -52,8 +52,6 @@ const char *ts_pf_candidate_name(ts_pf_kind k, int c);
  * then ts_pf_end with the bytes of W it read. Thread-safe, lock-free. */
 int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0);
 void ts_pf_end(ts_pf_kind k, int c, uint64_t t0, uint64_t bytes);
-/* The candidate a call that is never timed (batched decode) uses: the choice, else the slice's. */
-int ts_pf_current(ts_pf_kind k);
 
 /* The choice from sums: the candidate with the most bytes per cycle, or -1 while any has read
  * fewer than min_bytes. Pure (tested directly). */
