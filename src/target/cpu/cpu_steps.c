@@ -169,34 +169,48 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
     }
 }
 
+/* qk_norm and rope split (row, head) units between threads, q's heads then k's of each row (k's
+ * head u - n_heads sits right after q's in the qkv row): a decode row's heads are spread over the
+ * threads instead of one thread doing them while the others wait at the region's end. Both
+ * stages split the units alike, so a thread ropes (and stores) exactly the heads it normed: no
+ * barrier between them. Each head's arithmetic is what the whole-row loop did. */
+static void kv_store_head(const ts_cpu_seq *kv, int l, int pos, int g, const float *k, const float *v);
+
+static void head_units(const ts_cpu *c, int ith, int nth, int *a, int *b) {
+    ts_cpu_split(c->S * (c->c->n_heads + c->c->n_kv_heads), ith, nth, 1, a, b);
+}
+
 static void st_qk_norm(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     const cpu_layer *L = &c->L[c->layer];
     if (!L->q_norm) return;
-    int hd = cf->head_dim, Q = cf->n_heads * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV, a, b;
-    ts_cpu_split(c->S, ith, nth, 1, &a, &b);
-    for (int s = a; s < b; s++) {
-        float *q = c->qkv + (size_t)s * NT, *k = q + Q;
-        for (int h = 0; h < cf->n_heads; h++) rmsnorm(q + (size_t)h * hd, q + (size_t)h * hd, L->q_norm, hd, cf->rms_eps);
-        for (int h = 0; h < cf->n_kv_heads; h++) rmsnorm(k + (size_t)h * hd, k + (size_t)h * hd, L->k_norm, hd, cf->rms_eps);
-        fault(c, TS_STEP_QK_NORM, q, s, 0, Q + KV);
+    int hd = cf->head_dim, nh = cf->n_heads, U = nh + cf->n_kv_heads, NT = (nh + 2 * cf->n_kv_heads) * hd, a, b;
+    head_units(c, ith, nth, &a, &b);
+    for (int i = a; i < b; i++) {
+        int s = i / U, u = i % U;
+        float *h = c->qkv + (size_t)s * NT + (size_t)u * hd;
+        rmsnorm(h, h, u < nh ? L->q_norm : L->k_norm, hd, cf->rms_eps);
+        fault(c, TS_STEP_QK_NORM, h, s, u * hd, hd);
     }
 }
 
 static void st_rope(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
-    int hd = cf->head_dim, Q = cf->n_heads * hd, KV = cf->n_kv_heads * hd, NT = Q + 2 * KV, a, b;
-    ts_cpu_split(c->S, ith, nth, 1, &a, &b);
-    for (int s = a; s < b; s++) {
-        float *q = c->qkv + (size_t)s * NT, *k = q + Q, *v = k + KV;
+    int hd = cf->head_dim, nh = cf->n_heads, U = nh + cf->n_kv_heads, KV = cf->n_kv_heads * hd, a, b;
+    int NT = nh * hd + 2 * KV;
+    head_units(c, ith, nth, &a, &b);
+    for (int i = a; i < b; i++) {
+        int s = i / U, u = i % U;
+        float *h = c->qkv + (size_t)s * NT + (size_t)u * hd;
         const float *cs = c->rope_cs + (size_t)s * hd, *sn = cs + hd / 2;
-        rope(q, cf->n_heads, hd, cs, sn);
-        rope(k, cf->n_kv_heads, hd, cs, sn);
-        fault(c, TS_STEP_ROPE, q, s, 0, Q + KV);
-        /* a batched decode row goes into its own sequence's cache at its own position */
+        rope(h, 1, hd, cs, sn);
+        fault(c, TS_STEP_ROPE, h, s, u * hd, hd);
+        if (u < nh) continue;
+        /* k's head g is roped: it and v's head g go into the cache; a batched decode row into its
+         * own sequence's cache at its own position */
         const ts_cpu_seq *kv = c->batch ? c->row_kv[s] : c->kv;
         int pos = c->batch ? c->row_pos[s] : c->pos0 + s;
-        ts_cpu_kv_store(cf, kv, c->layer, pos, 1, k, KV, v, KV);
+        kv_store_head(kv, c->layer, pos, u - nh, h, h + KV);
     }
 }
 
@@ -207,22 +221,25 @@ static void f16_row(const ts_cpu *c, void *dst, const float *src, int hd) {
         for (int i = 0; i < hd; i++) ((uint16_t *)dst)[i] = ts_f32_to_f16_sat(src[i]);
 }
 
+/* kv head g's k and v rows (head_dim values each) at position pos of layer l */
+static void kv_store_head(const ts_cpu_seq *kv, int l, int pos, int g, const float *k, const float *v) {
+    const ts_cpu *c = kv->c;
+    size_t hd = (size_t)c->c->head_dim, es = c->kv_esize, off = ts_cpu_kv_off(c->c, kv->cap, l, g, pos);
+    if (c->kv_f16) {
+        f16_row(c, ts_cpu_kv_at(kv->k_cache, off, es), k, (int)hd);
+        f16_row(c, ts_cpu_kv_at(kv->v_cache, off, es), v, (int)hd);
+        return;
+    }
+    memcpy(ts_cpu_kv_at(kv->k_cache, off, es), k, sizeof(float) * hd);
+    memcpy(ts_cpu_kv_at(kv->v_cache, off, es), v, sizeof(float) * hd);
+}
+
 void ts_cpu_kv_store(const ts_config *cf, const ts_cpu_seq *kv, int l, int pos, int S, const float *k, int ldk,
                      const float *v, int ldv) {
-    const ts_cpu *c = kv->c;
-    size_t hd = (size_t)cf->head_dim, es = c->kv_esize;
+    size_t hd = (size_t)cf->head_dim;
     for (int s = 0; s < S; s++)
-        for (int g = 0; g < cf->n_kv_heads; g++) {
-            size_t off = ts_cpu_kv_off(cf, kv->cap, l, g, pos + s);
-            const float *ks = k + (size_t)s * ldk + g * hd, *vs = v + (size_t)s * ldv + g * hd;
-            if (c->kv_f16) {
-                f16_row(c, ts_cpu_kv_at(kv->k_cache, off, es), ks, (int)hd);
-                f16_row(c, ts_cpu_kv_at(kv->v_cache, off, es), vs, (int)hd);
-                continue;
-            }
-            memcpy(ts_cpu_kv_at(kv->k_cache, off, es), ks, sizeof(float) * hd);
-            memcpy(ts_cpu_kv_at(kv->v_cache, off, es), vs, sizeof(float) * hd);
-        }
+        for (int g = 0; g < cf->n_kv_heads; g++)
+            kv_store_head(kv, l, pos + s, g, k + (size_t)s * ldk + g * hd, v + (size_t)s * ldv + g * hd);
 }
 
 static void st_attention(ts_cpu *c, int ith, int nth) {
