@@ -127,6 +127,11 @@ static void test_probe_fraction(void) {
     f = ts_measure_probe_fraction(rates + 3, probes + 3, 1, 2e9, &lo, &hi);
     CHECK(fabs(f - 4.0) < 1e-12 && lo == 50 && hi == 50, "one trial at 2 GB a token: %g (expected 4)", f);
     CHECK(ts_measure_probe_fraction(rates, probes, 0, 1e9, &lo, &hi) == 0, "no trials: 0");
+    /* the median itself: odd, even (mean of the middle two), unsorted input left as it was */
+    const double v[4] = {7, 1, 5, 3};
+    CHECK(ts_measure_median(v, 3) == 5 && ts_measure_median(v, 4) == 4 && v[0] == 7 && v[1] == 1,
+          "median of 7 1 5: %g, of 7 1 5 3: %g", ts_measure_median(v, 3), ts_measure_median(v, 4));
+    CHECK(isnan(ts_measure_median(v, 0)), "median of nothing: NaN");
 }
 
 static void test_measure(const ts_model *m) {

@@ -18,6 +18,7 @@
 
 #include "core/clock.h"
 #include "core/pool.h"
+#include "deploy/measure.h"
 #include "target/cpu/cpu_features.h"
 #include "target/cpu/gemm.h"
 #include "target/cpu/prefetch.h"
@@ -104,16 +105,6 @@ static int fill(spec *s, int N, int K, int mats) {
     return 1;
 }
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static double median(const double *v, int n) {
-    double t[MAX_ROUNDS];
-    memcpy(t, v, sizeof(double) * (size_t)n);
-    qsort(t, (size_t)n, sizeof(double), cmp_d);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 
 static int usage(void) {
     fprintf(stderr, "usage: gemv_sweep [--threads N] [--k K] [--mib M] [--rounds R] TYPE:L1:L2 ...\n"
@@ -202,11 +193,12 @@ int main(int argc, char **argv) {
         printf("\n");
         fflush(stdout);
     }
-    printf("median over %d rounds: probe %.1f GB/s |", rounds, median(probe_gbs, rounds));
+    printf("median over %d rounds: probe %.1f GB/s |", rounds, ts_measure_median(probe_gbs, rounds));
     for (int i = 0; i < ns; i++) {
         double f[MAX_ROUNDS];
         for (int r = 0; r < rounds; r++) f[r] = specs[i].gbs[r] / probe_gbs[r];
-        printf(" %s %.1f (%.2f of its round's probe)", specs[i].text, median(specs[i].gbs, rounds), median(f, rounds));
+        printf(" %s %.1f (%.2f of its round's probe)", specs[i].text, ts_measure_median(specs[i].gbs, rounds),
+               ts_measure_median(f, rounds));
     }
     printf("\n");
     return 0;

@@ -22,6 +22,21 @@ void ts_measure_stats(const double *x, int n, double *mean, double *sd) {
     *sd = n > 1 ? sqrt(q / (n - 1)) : 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double ts_measure_median(const double *x, int n) {
+    double *t = n > 0 ? malloc(sizeof(double) * (size_t)n) : NULL;
+    if (!t) return NAN;
+    memcpy(t, x, sizeof(double) * (size_t)n);
+    qsort(t, (size_t)n, sizeof(double), cmp_double);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
 static double matrix_params(const ts_config *c) {
     double H = c->n_embd, Q = (double)c->n_heads * c->head_dim, KV = (double)c->n_kv_heads * c->head_dim;
     return (double)c->n_layers * (H * Q + 2 * H * KV + Q * H + 3.0 * H * c->n_ff);
@@ -119,11 +134,6 @@ static double probe_now(ts_read_probe *p, const ts_cpu *cp, long *regions) {
     return g;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 double ts_measure_probe_fraction(const double *rates, const double *probes, int trials, double bytes_per_token,
                                  double *lo, double *hi) {
     double *f = malloc(sizeof(double) * (size_t)(trials > 0 ? trials : 1));
@@ -138,10 +148,9 @@ double ts_measure_probe_fraction(const double *rates, const double *probes, int 
         if (probes[i + 1] < *lo) *lo = probes[i + 1];
         if (probes[i + 1] > *hi) *hi = probes[i + 1];
     }
-    qsort(f, (size_t)trials, sizeof(double), cmp_double);
-    double med = trials % 2 ? f[trials / 2] : 0.5 * (f[trials / 2 - 1] + f[trials / 2]);
+    double med = ts_measure_median(f, trials);
     free(f);
-    return med;
+    return isnan(med) ? 0 : med;
 }
 
 static ts_status begin(const ts_measure_opts *o, ts_measurement *r, ts_error *err) {

@@ -74,6 +74,8 @@ int ts_measurement_valid(const ts_measurement *r, int trials);
 
 /* Mean and sample standard deviation. */
 void ts_measure_stats(const double *x, int n, double *mean, double *sd);
+/* Median of n values (the mean of the middle two for even n); NaN when n < 1 or out of memory. */
+double ts_measure_median(const double *x, int n);
 /* The median over trials of each trial's GB/s (bytes_per_token x rates[i] tokens/s) over the mean
  * of probes[i] and probes[i + 1] (GB/s read just before and just after trial i; trials + 1
  * entries); *lo / *hi the lowest and highest probe. 0 when trials < 1. */

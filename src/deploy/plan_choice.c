@@ -9,6 +9,7 @@
 #include "core/clock.h"
 #include "core/error.h"
 #include "deploy/gates.h"
+#include "deploy/measure.h"
 #include "deploy/placement.h"
 #include "deploy/tiles.h"
 
@@ -18,17 +19,6 @@ static const char *k_names[NCAND] = {"weights from the mmap, default tiles", "we
                                      "weights from the mmap, phase-4 autotuned tiles",
                                      "weights copied to huge pages, phase-4 autotuned tiles"};
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *x, int n) {
-    double t[TS_PLAN_ROUNDS];
-    memcpy(t, x, sizeof(double) * (size_t)n);
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 
 /* How much faster a is than b: rounds where a was faster, median of the per-round ratios. */
 static void versus(const double *a, const double *b, int n, int *wins, double *med) {
@@ -38,7 +28,7 @@ static void versus(const double *a, const double *b, int n, int *wins, double *m
         r[i] = b[i] > 0 ? a[i] / b[i] : NAN;
         *wins += a[i] > b[i];
     }
-    *med = median(r, n);
+    *med = ts_measure_median(r, n);
 }
 
 /* a beats b beyond the noise band: faster in all rounds but at most one, by more than band. */
@@ -75,7 +65,8 @@ double ts_plan_deficit(const json_t *rep) {
         versus(rate[k], rate[chosen], rounds, &wins, &med);
         /* the choice's own rule (beats() and a higher median): the gate fails only a shipped
          * plan the choice should have left, never a pick among plans the noise cannot tell apart */
-        if (wins >= rounds - 1 && median(rate[k], rounds) > median(rate[chosen], rounds) && med - 1 > worst)
+        if (wins >= rounds - 1 && ts_measure_median(rate[k], rounds) > ts_measure_median(rate[chosen], rounds) &&
+            med - 1 > worst)
             worst = med - 1;
     }
     return worst;
@@ -160,7 +151,7 @@ ts_status ts_plan_choose(const ts_model *m, const ts_perf_opts *o, const json_t 
         double best_med = 0, med;
         for (int i = 0; i < n; i++)
             if (i != cur && beats(rate[i], rate[cur], R, band, &med) && med > best_med &&
-                median(rate[i], R) > median(rate[cur], R))
+                ts_measure_median(rate[i], R) > ts_measure_median(rate[cur], R))
                 best = i, best_med = med;
         if (best < 0) break;
         snprintf(why, sizeof why, "faster than %s%s by %.1f%% (median of the per-round ratios) in at least %d of %d rounds",
@@ -174,7 +165,7 @@ ts_status ts_plan_choose(const ts_model *m, const ts_perf_opts *o, const json_t 
         for (int r = 0; r < R; r++) json_array_append_new(rs, json_real(rate[i][r]));
         json_array_append_new(cands, json_pack("{s:s, s:s, s:s, s:o, s:f, s:b}", "plan", k_names[idx[i]], "weights",
                                                (idx[i] & 1) ? "copy" : "mmap", "tiles", (idx[i] & 2) ? "tuned" : "default",
-                                               "rates_tok_s", rs, "median_tok_s", median(rate[i], R), "phase4_plan",
+                                               "rates_tok_s", rs, "median_tok_s", ts_measure_median(rate[i], R), "phase4_plan",
                                                i == def));
     }
     *report = json_pack("{s:o, s:i, s:i, s:i, s:i, s:s, s:s, s:f, s:s, s:s}", "candidates", cands, "chosen", cur, "rounds",
@@ -187,7 +178,7 @@ ts_status ts_plan_choose(const ts_model *m, const ts_perf_opts *o, const json_t 
     if (o->out) {
         fprintf(o->out, "  final plan by measurement (%d rounds of %d tokens after %d, alternating):\n", R, D, ctx);
         for (int i = 0; i < n; i++)
-            fprintf(o->out, "    %-55s median %8.2f tok/s%s\n", k_names[idx[i]], median(rate[i], R),
+            fprintf(o->out, "    %-55s median %8.2f tok/s%s\n", k_names[idx[i]], ts_measure_median(rate[i], R),
                     i == cur ? "  <- shipped" : i == def ? "  (phase 4's plan)" : "");
         fprintf(o->out, "    chosen: %s (%s)\n", k_names[idx[cur]], why);
     }
