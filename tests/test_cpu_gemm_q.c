@@ -349,7 +349,7 @@ static void check_x16(ts_dtype dt) {
         CHECK(blocks_ok, "N=%d K=%d: a block of the lane order is not the stored block", N, K);
         CHECK(rows_ok, "N=%d K=%d: a row of the lane order dequantizes differently", N, K);
         free(a), free(b);
-        static const int Ss[] = {1, 2, 3, 17, 64};
+        static const int Ss[] = {1, 2, 3, 5, 8, 17, 64}; /* 5, 8, 17: the batched decode's chunks of 4 x rows */
         int same_all = 1;
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
             int S = Ss[si];
@@ -381,7 +381,7 @@ static void check_x16(ts_dtype dt) {
                       ts_q_prefill_name((ts_q_prefill)k));
                 same_all &= same;
             }
-            if (S <= 8) {
+            if (S <= TS_GEMM_BATCH_MAX) {
                 ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, dt, K, S, n0, n1, t);
                 ts_cpu_gemv_batch_q_avx512(y1, N, xp, K, r, x16, K, S, n0, n1, t);
                 int same = 1;
