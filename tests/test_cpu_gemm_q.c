@@ -349,7 +349,9 @@ static void check_x16(ts_dtype dt) {
         CHECK(blocks_ok, "N=%d K=%d: a block of the lane order is not the stored block", N, K);
         CHECK(rows_ok, "N=%d K=%d: a row of the lane order dequantizes differently", N, K);
         free(a), free(b);
-        static const int Ss[] = {1, 2, 3, 5, 8, 17, 64}; /* 5, 8, 17: the batched decode's chunks of 4 x rows */
+        /* 5, 8, 17, 32: the batched decode's pairs of x rows with an odd one, and its chunks of 4 x
+         * rows (an odd last W row); 32 = TS_GEMM_BATCH_MAX */
+        static const int Ss[] = {1, 2, 3, 5, 8, 17, 32, 64};
         int same_all = 1;
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
             int S = Ss[si];
@@ -381,14 +383,18 @@ static void check_x16(ts_dtype dt) {
                       ts_q_prefill_name((ts_q_prefill)k));
                 same_all &= same;
             }
-            if (S <= TS_GEMM_BATCH_MAX) {
-                ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, dt, K, S, n0, n1, t);
-                ts_cpu_gemv_batch_q_avx512(y1, N, xp, K, r, x16, K, S, n0, n1, t);
-                int same = 1;
+            for (int cut = 0; cut < 2 && S <= TS_GEMM_BATCH_MAX; cut++) { /* all rows, then a share */
+                int a0 = cut ? n0 : 0, a1 = cut ? n1 : N;
+                for (size_t e = 0; e < (size_t)S * N; e++) y0[e] = y1[e] = -7.0f; /* outside the share: untouched */
+                ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, dt, K, S, a0, a1, t);
+                ts_cpu_gemv_batch_q_avx512(y1, N, xp, K, r, x16, K, S, a0, a1, t);
+                int same = !memcmp(y0, y1, sizeof(float) * (size_t)S * N), kept = 1;
                 for (int s = 0; s < S; s++)
-                    same &= !memcmp(y0 + (size_t)s * N + n0, y1 + (size_t)s * N + n0, sizeof(float) * (size_t)(n1 - n0));
-                CHECK(same, "N=%d K=%d S=%d batched decode: lane order differs from stored", N, K, S);
-                same_all &= same;
+                    for (int n = 0; n < N; n++)
+                        if (n < a0 || n >= a1) kept &= y1[(size_t)s * N + n] == -7.0f;
+                CHECK(same, "N=%d K=%d S=%d rows [%d,%d) batched decode: lane order differs from stored", N, K, S, a0, a1);
+                CHECK(kept, "N=%d K=%d S=%d rows [%d,%d) batched decode wrote outside its rows", N, K, S, a0, a1);
+                same_all &= same && kept;
             }
             free(xp), free(x), free(y0), free(y1);
         }

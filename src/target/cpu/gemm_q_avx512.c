@@ -284,13 +284,16 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
 }
 
 /* The lane forms (Q8_0X16, Q4_0X16), R rows against the same x: per 64 bytes of codes one load
- * per row, split into its two code vectors in registers, and each x vector loaded once for all
+ * per row (Q4_0: split into its two code vectors in registers; Q8_0: two loads, one per code
+ * vector), and each x vector loaded once for all
  * R rows. qg_group_w holds a group's 8 code vectors, which the compiler left in memory and
  * loaded twice (once per use): on Zen 5 that kernel ran 16-20 cycles per Q4_0 group from L1/L2,
  * bound by loads, this one 13-14 for one row and 11-12 for four (one core, 4.2 GHz). Per row the
  * same integer and FP32 operations in the same order as qg_group_x, so every row has
- * row_dot_g's bits. The prefetch runs over the R consecutive rows as one stream: per group the
- * lines of R groups, pf bytes ahead of the first row's group. */
+ * row_dot_g's bits. The prefetch runs over the R consecutive rows' bytes as one linear stream:
+ * at group g the lines of R groups from pf bytes past byte g * R * (group bytes) of the block.
+ * That front reaches row r's group g in time only while r * (row bytes) <= pf, so the caller
+ * takes R rows only while (R - 1) * (row bytes) fits in the farther distance (x16_rows). */
 static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const uint8_t *W, size_t rb, int R,
                                                                 ts_gemm_qx qx, const qgx *x4, int nb, ts_dtype dt,
                                                                 ts_pf pf) {
@@ -446,6 +449,15 @@ static inline __attribute__((always_inline)) void tile_x16_2x2(float *y, size_t 
             y[(size_t)x * ldy + r] = _mm512_reduce_add_ps(qg_tail(acc[r][x], W + (size_t)r * rb, qx[x], b, nb, dt));
 }
 
+/* Rows a lane-form kernel takes at a time: 4, 2 or 1, the most whose linear prefetch front
+ * (rows_dot_x16) still reaches the last row's first group in time; 4 without a prefetch (the
+ * matrix is in cache then). Llama-3.2-1B's down projection (K = 8192): Q4_0 4 rows at 24 KiB into
+ * L2, 2 at 8 KiB into L1; Q8_0 1 row at 8 KiB. */
+static inline int x16_rows(size_t rb, ts_pf pf) {
+    size_t d = (size_t)(pf.l1 > pf.l2 ? pf.l1 : pf.l2);
+    return !d || 3 * rb <= d ? 4 : rb <= d ? 2 : 1;
+}
+
 static inline ts_pf_kind pf_kind(ts_dtype dt) {
     return dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : dt == TS_DTYPE_Q8_0X16 ? TS_PF_Q8X16 : dt == TS_DTYPE_Q4_0X16 ? TS_PF_Q4X16 : TS_PF_Q4;
 }
@@ -475,9 +487,12 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
     int c = ts_pf_begin(kind, bytes, &t0);
     ts_pf pf = ts_pf_candidate(kind, c);
     int n = n0;
-    if (ts_dtype_is_x16(dt)) { /* four rows at a time, the last 0-3 by two and one */
-        for (; n + 4 <= n1; n += 4) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 4, qx, &x4, nb, dt, pf);
-        for (; n + 2 <= n1; n += 2) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 2, qx, &x4, nb, dt, pf);
+    if (ts_dtype_is_x16(dt)) { /* four rows at a time (x16_rows), the last 0-3 by two and one */
+        int R = x16_rows(rb, pf);
+        if (R == 4)
+            for (; n + 4 <= n1; n += 4) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 4, qx, &x4, nb, dt, pf);
+        if (R >= 2)
+            for (; n + 2 <= n1; n += 2) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 2, qx, &x4, nb, dt, pf);
         for (; n < n1; n++) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 1, qx, &x4, nb, dt, pf);
     }
     for (; n < n1; n++) y[n] = row_dot_g(W + (size_t)n * rb, qx, &x4, nb, dt, pf);
@@ -485,9 +500,10 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
     free(heap);
 }
 
-/* Batched: x of every row prepared once (qg_prepare; on the stack while they fit), then per W
- * row and 16-block group the codes and scales once, and every x row's dots against them; the
- * accumulators of all rows live in a small array (same values as in registers). */
+/* Batched: x of every row prepared once (qg_prepare; on the stack while they fit). The lane forms
+ * then run tile_x16_2x2 / row_dot_x16_xs; the stored forms per W row and 16-block group the codes
+ * and scales once, and every x row's dots against them, the accumulators of all rows in a small
+ * array (same values as in registers). */
 #define QG_BATCH_STACK 65536 /* bytes of hi + lo for all rows */
 static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
                                                                     const uint8_t *W, int K, int n0, int n1,
@@ -521,7 +537,8 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     int n = n0;
     if (ts_dtype_is_x16(dt)) {
         const ts_pf none = {0, 0};
-        for (; n + 2 <= n1 && S >= 2; n += 2) /* pairs of W rows by pairs of x rows, an odd x row alone */
+        int pairs = S >= 2 && x16_rows(rb, pf) >= 2; /* the tile's prefetch front, as rows_dot_x16's */
+        for (; n + 2 <= n1 && pairs; n += 2) /* pairs of W rows by pairs of x rows, an odd x row alone */
             for (int s = 0; s < S; s += 2) {
                 float *ys = y + (size_t)s * ldy + n;
                 const uint8_t *row = W + (size_t)n * rb;
