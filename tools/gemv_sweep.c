@@ -105,7 +105,6 @@ static int fill(spec *s, int N, int K, int mats) {
     return 1;
 }
 
-
 static int usage(void) {
     fprintf(stderr, "usage: gemv_sweep [--threads N] [--k K] [--mib M] [--rounds R] TYPE:L1:L2 ...\n"
                     "  TYPE bf16|q8_0|q4_0|q8_0x16|q4_0x16; L1, L2 bytes ahead (multiples of 64, 0 = none)\n");

@@ -19,7 +19,6 @@ static const char *k_names[NCAND] = {"weights from the mmap, default tiles", "we
                                      "weights from the mmap, phase-4 autotuned tiles",
                                      "weights copied to huge pages, phase-4 autotuned tiles"};
 
-
 /* How much faster a is than b: rounds where a was faster, median of the per-round ratios. */
 static void versus(const double *a, const double *b, int n, int *wins, double *med) {
     double r[TS_PLAN_ROUNDS];

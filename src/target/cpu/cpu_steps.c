@@ -169,13 +169,13 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
     }
 }
 
+static void kv_store_head(const ts_cpu_seq *kv, int l, int pos, int g, const float *k, const float *v);
+
 /* qk_norm and rope split (row, head) units between threads, q's heads then k's of each row (k's
  * head u - n_heads sits right after q's in the qkv row): a decode row's heads are spread over the
  * threads instead of one thread doing them while the others wait at the region's end. Both
  * stages split the units alike, so a thread ropes (and stores) exactly the heads it normed: no
  * barrier between them. Each head's arithmetic is what the whole-row loop did. */
-static void kv_store_head(const ts_cpu_seq *kv, int l, int pos, int g, const float *k, const float *v);
-
 static void head_units(const ts_cpu *c, int ith, int nth, int *a, int *b) {
     ts_cpu_split(c->S * (c->c->n_heads + c->c->n_kv_heads), ith, nth, 1, a, b);
 }

@@ -287,7 +287,7 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
  * scales), each loaded once: c0 / c1 for the products with the low bytes of x, u0 / u1 for those
  * with the high bytes (Q8_0: the codes + 128, as qg_group_x); flip and m4 are the caller's
  * constants. A macro: an inline function that also folded the block sums cost the four-row
- * kernel 10% (19 -> 22 cycles per group), this form nothing. */
+ * kernel 10-15% (19 -> 21-22 cycles per group with prefetch), this form nothing. */
 #define X16_CODES(p, j, q8, c0, c1, u0, u1)                                                                \
     do {                                                                                                    \
         if (q8) {                                                                                           \
@@ -306,8 +306,9 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
  * per row (Q4_0: split into its two code vectors in registers; Q8_0: two loads, one per code
  * vector), and each x vector loaded once for all
  * R rows. qg_group_w holds a group's 8 code vectors, which the compiler left in memory and
- * loaded twice (once per use): on Zen 5 that kernel ran 16-20 cycles per Q4_0 group from L1/L2,
- * bound by loads, this one 13-14 for one row and 11-12 for four (one core, 4.2 GHz). Per row the
+ * loaded twice (once per use): on Zen 5 that kernel ran 16.5-17.7 cycles per Q4_0 group from
+ * L1/L2, bound by loads, this one 11.4-13.4 for four rows (one core, 4.2 GHz; one row alone is no
+ * faster, 15.4-19.2: it takes only a share's last rows, or rows too long for four). Per row the
  * same integer and FP32 operations in the same order as qg_group_x, so every row has
  * row_dot_g's bits. The prefetch runs over the R consecutive rows' bytes as one linear stream:
  * at group g the lines of R groups from pf bytes past byte g * R * (group bytes) of the block.
