@@ -48,6 +48,25 @@ int main(void) {
     /* Rank and softmax helpers. */
     float l[4] = {0, 2, 1, 2};
     CHECK(ts_argmax(l, 4) == 1 && ts_rank_of(l, 4, 2) == 2 && ts_rank_of(l, 4, 3) == 0, "argmax/rank");
+    { /* argmax against the one-pass definition: the first index of the largest, NaN never
+       * larger, a NaN first entry wins; lengths around the 8-wide pass and its tail */
+        static float v[203];
+        uint32_t r = 12345;
+        for (int n = 1; n <= 203; n += 7)
+            for (int kind = 0; kind < 5; kind++) {
+                for (int i = 0; i < n; i++) {
+                    r = r * 1664525u + 1013904223u;
+                    v[i] = kind == 1 ? (float)(r >> 29) - 3.0f : (float)(int32_t)r / 2147483648.0f;
+                }
+                if (kind == 2) v[n / 2] = NAN;
+                if (kind == 3) v[0] = NAN;
+                if (kind == 4) v[n - 1] = 2.0f, v[n > 1 ? n - 2 : 0] = -0.0f;
+                int want = 0;
+                for (int i = 1; i < n; i++)
+                    if (v[i] > v[want]) want = i;
+                CHECK(ts_argmax(v, n) == want, "argmax n %d kind %d: %d, expected %d", n, kind, ts_argmax(v, n), want);
+            }
+    }
     double e = exp(2.0) / (1 + exp(1.0) + 2 * exp(2.0));
     CHECK(fabs(ts_softmax_prob(l, 4, 1) - e) < 1e-9, "softmax prob");
     /* Phases 4-5 gate on measured things only: no row tests an option value (the old

@@ -4,11 +4,23 @@
 #include <math.h>
 #include <string.h>
 
+/* The first index of the largest value (NaN never larger; x[0] NaN: 0), in two passes: the
+ * maximum in 8 partial maxima the compiler vectorizes, then its first position. One pass that
+ * carried the index was a chain of dependent compares: 53 us over a 151936-entry vocabulary,
+ * 1% of a decoded token of Qwen3-0.6B Q4_0 spent while the other threads wait. */
 int ts_argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
+    if (n < 1 || x[0] != x[0]) return 0;
+    float m[8];
+    for (int j = 0; j < 8; j++) m[j] = x[0];
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float best = m[0];
+    for (int j = 1; j < 8; j++) best = m[j] > best ? m[j] : best;
+    for (i = 0; i < n; i++)
+        if (x[i] == best) return i;
+    return 0;
 }
 
 int ts_rank_of(const float *x, int n, int id) {

@@ -225,7 +225,7 @@ static int bind_weights(ts_cpu *c) {
 static size_t arena_floats(const ts_config *cf, int chunk, int nth, int max_seq) {
     size_t H = (size_t)cf->n_embd, hd = (size_t)cf->head_dim, Q = (size_t)cf->n_heads * hd,
            KV = (size_t)cf->n_kv_heads * hd, F = (size_t)cf->n_ff, CH = (size_t)chunk, NT = Q + 2 * KV,
-           rt = (H > hd ? H : hd) * 2, Hp = (size_t)ts_gemm_kpad((int)H), Qp = (size_t)ts_gemm_kpad((int)Q),
+           rt = ts_cpu_rowtmp_floats(cf), Hp = (size_t)ts_gemm_kpad((int)H), Qp = (size_t)ts_gemm_kpad((int)Q),
            Fp = (size_t)ts_gemm_kpad((int)F);
     /* x, o (H); xn_p (Hp); qkv; att (Q), att_p (Qp); g, u (F), h_p (Fp); scores; rowtmp; rope */
     return CH * H * 2 + CH * Hp + CH * NT + CH * Q + CH * Qp + CH * F * 2 + CH * Fp +
@@ -368,7 +368,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->kv = &c->self;
     c->sc_len = max_seq;
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));
-    size_t CH = (size_t)c->chunk, NT = (size_t)Q + 2 * (size_t)KV, rt = (size_t)(H > hd ? H : hd) * 2;
+    size_t CH = (size_t)c->chunk, NT = (size_t)Q + 2 * (size_t)KV, rt = ts_cpu_rowtmp_floats(cf);
     size_t arena = arena_floats(cf, c->chunk, nth, max_seq);
     c->arena = malloc(arena * sizeof(float));
     if (c->disable & TS_OPT_LAST_LOGITS) c->lg_all = malloc(CH * (size_t)cf->n_vocab * sizeof(float));

@@ -62,6 +62,13 @@ static inline size_t ts_cpu_kv_off(const ts_config *cf, int cap, int l, int g, i
     size_t KV = (size_t)cf->n_kv_heads * (size_t)cf->head_dim, R = ts_cpu_kv_rows(cap);
     return ((size_t)l * ts_cpu_kv_cap(cap) + (size_t)pos / R * R) * KV + ((size_t)g * R + (size_t)pos % R) * (size_t)cf->head_dim;
 }
+/* Floats of a thread's row scratch: a natural row (norm output) then its own packed copy of a
+ * decode row (Hp or Qp floats), whole 64-byte lines so no two threads share one. */
+static inline size_t ts_cpu_rowtmp_floats(const ts_config *cf) {
+    size_t H = (size_t)cf->n_embd, hd = (size_t)cf->head_dim, Q = (size_t)cf->n_heads * hd;
+    size_t n = H > hd ? H : hd, Hp = (size_t)ts_gemm_kpad((int)H), Qp = (size_t)ts_gemm_kpad((int)Q);
+    return (n + 15) / 16 * 16 + (Hp > Qp ? Hp : Qp) + 16;
+}
 static inline int ts_cpu_kv_block(const ts_config *cf) { return TS_KV_BLOCK * cf->n_kv_heads * cf->head_dim; }
 /* Stores rows [pos, pos + S) of k and v (S rows of kv_heads x head_dim each) at layer l. */
 void ts_cpu_kv_store(const ts_config *cf, const ts_cpu_seq *kv, int l, int pos, int S, const float *k, int ldk,
@@ -110,6 +117,10 @@ struct ts_cpu {
     float *sc_heap;     /* scores moved off the arena for a sequence larger than max_seq */
     float *arena;
     float *x, *xn_p, *qkv, *att, *att_p, *o, *g, *u, *h_p, *scores, *rowtmp;
+    /* A single decode row in a fused plan: each thread norms (or packs) the whole row into its
+     * own packed copy (ts_cpu_own_row) and its GEMV reads that, so no barrier waits on one thread
+     * doing the row while the others idle (cpu_steps.c). */
+    int own_rows;
     float *rope_cs; /* (chunk, head_dim): cos then sin for each row's position */
     /* per-call state read by the dispatch functions */
     int S, pos0, layer, lg_row0, lg_rows;

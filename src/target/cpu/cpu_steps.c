@@ -15,15 +15,23 @@
 #include "target/cpu/attn.h"
 #include "target/cpu/cpu_internal.h"
 #include "target/cpu/gemm.h"
+#include "target/cpu/rows.h"
 #include "core/clock.h"
 
-/* ---- small row kernels (plain C: a small share of the time) ---- */
+/* ---- small row kernels (plain C; the silu in rows_avx2.c) ---- */
 
+/* The sum of squares in double as the oracle's, but in 8 partial sums: one chain of dependent
+ * adds took about 1 us per 1024 values, while the other thread waited (a decode row's norm is
+ * one thread's). The same order on every variant (this file has no vector flags). */
 static void rmsnorm(float *out, const float *x, const float *w, int n, double eps) {
-    double ss = 0;
-    for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    double p[8] = {0}, ss = 0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) p[j] += (double)x[i + j] * x[i + j];
+    for (; i < n; i++) p[i % 8] += (double)x[i] * x[i];
+    for (int j = 0; j < 8; j++) ss += p[j];
     float r = (float)(1.0 / sqrt(ss / n + eps));
-    for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * r);
+    for (i = 0; i < n; i++) out[i] = w[i] * (x[i] * r);
 }
 
 static void rope(float *v, int n_heads, int hd, const float *cs, const float *sn) {
@@ -121,20 +129,30 @@ ts_status ts_cpu_fault_parse(const char *spec, ts_cpu_fault *f, ts_error *err) {
     return TS_OK;
 }
 
-static float *thread_tmp(const ts_cpu *c, int ith) {
-    int H = c->c->n_embd, hd = c->c->head_dim;
-    return c->rowtmp + (size_t)ith * (size_t)(H > hd ? H : hd) * 2;
+static float *thread_tmp(const ts_cpu *c, int ith) { return c->rowtmp + (size_t)ith * ts_cpu_rowtmp_floats(c->c); }
+
+/* The thread's own packed copy of a decode row (own_rows). */
+static float *own_row(const ts_cpu *c, int ith) {
+    int H = c->c->n_embd, hd = c->c->head_dim, n = H > hd ? H : hd;
+    return thread_tmp(c, ith) + (n + 15) / 16 * 16;
 }
 
-/* x -> packed xn with the given norm weights, rows split between threads. */
+/* The packed normed rows a GEMV of this thread reads: its own copy of a decode row, else xn_p. */
+static const float *xn_in(const ts_cpu *c, int ith) { return c->own_rows ? own_row(c, ith) : c->xn_p; }
+
+/* x -> packed xn with the given norm weights, rows split between threads; with own_rows every
+ * thread norms the one row into its own copy. The one-thread norm of a decode row took 1.5-1.9 us
+ * a layer on Zen 5 (most of it the packed row's lines taken from the other core, which had read
+ * them, and the weights from DRAM) while the other thread waited at the barrier after it. */
 static void norm_rows(ts_cpu *c, const float *w, ts_step step, int ith, int nth) {
     int H = c->c->n_embd, a, b;
     float *tmp = thread_tmp(c, ith);
-    ts_cpu_split(c->S, ith, nth, 1, &a, &b);
+    if (c->own_rows) a = 0, b = 1;
+    else ts_cpu_split(c->S, ith, nth, 1, &a, &b);
     for (int s = a; s < b; s++) {
         rmsnorm(tmp, c->x + (size_t)s * H, w, H, c->c->rms_eps);
         fault(c, step, tmp, s, 0, H);
-        ts_cpu_pack_row(c->xn_p + (size_t)s * c->Hp, tmp, H);
+        ts_cpu_pack_row(c->own_rows ? own_row(c, ith) : c->xn_p + (size_t)s * c->Hp, tmp, H);
     }
 }
 
@@ -157,7 +175,7 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
         int lo = a > parts[p].off ? a : parts[p].off;
         int hi = b < parts[p].off + parts[p].n ? b : parts[p].off + parts[p].n;
         if (lo >= hi) continue;
-        ts_cpu_gemm_mat(c, parts[p].w, c->qkv + parts[p].off, NT, c->xn_p, c->Hp, c->Hp, S, lo - parts[p].off,
+        ts_cpu_gemm_mat(c, parts[p].w, c->qkv + parts[p].off, NT, xn_in(c, ith), c->Hp, c->Hp, S, lo - parts[p].off,
                         hi - parts[p].off, ts_cpu_tile_for(c, S, parts[p].n, H));
         const float *bias = parts[p].bias;
         for (int s = 0; s < S; s++) {
@@ -171,47 +189,50 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
 
 static void kv_store_head(const ts_cpu_seq *kv, int l, int pos, int g, const float *k, const float *v);
 
-/* qk_norm and rope split (row, head) units between threads, q's heads then k's of each row (k's
- * head u - n_heads sits right after q's in the qkv row): a decode row's heads are spread over the
+/* qk_norm and rope split each row's q heads and, apart, its k heads between threads (k's head
+ * u - n_heads sits right after q's in the qkv row): a decode row's heads are spread over the
  * threads instead of one thread doing them while the others wait at the region's end. Both
- * stages split the units alike, so a thread ropes (and stores) exactly the heads it normed: no
- * barrier between them. Each head's arithmetic is what the whole-row loop did. */
-static void head_units(const ts_cpu *c, int ith, int nth, int *a, int *b) {
-    ts_cpu_split(c->S * (c->c->n_heads + c->c->n_kv_heads), ith, nth, 1, a, b);
+ * stages split alike, so a thread ropes (and stores) exactly the heads it normed: no barrier
+ * between them. Each head's arithmetic is what the whole-row loop did. The k heads apart: a k
+ * head also goes into the cache, and one list of q then k heads cut in halves gave one thread
+ * every k head (on Qwen3-0.6B 2.5 us a layer against 0.3). With decode attention's split of
+ * kv heads, a thread then also reads the rows it just stored and the q heads it roped. */
+static int head_unit(const ts_cpu *c, int ith, int nth, int i) {
+    int nh = c->c->n_heads, nkv = c->c->n_kv_heads, qa, qb, ka, kb;
+    ts_cpu_split(nh, ith, nth, 1, &qa, &qb);
+    ts_cpu_split(nkv, ith, nth, 1, &ka, &kb);
+    return i < qb - qa ? qa + i : i - (qb - qa) < kb - ka ? nh + ka + i - (qb - qa) : -1;
 }
 
 static void st_qk_norm(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     const cpu_layer *L = &c->L[c->layer];
     if (!L->q_norm) return;
-    int hd = cf->head_dim, nh = cf->n_heads, U = nh + cf->n_kv_heads, NT = (nh + 2 * cf->n_kv_heads) * hd, a, b;
-    head_units(c, ith, nth, &a, &b);
-    for (int i = a; i < b; i++) {
-        int s = i / U, u = i % U;
-        float *h = c->qkv + (size_t)s * NT + (size_t)u * hd;
-        rmsnorm(h, h, u < nh ? L->q_norm : L->k_norm, hd, cf->rms_eps);
-        fault(c, TS_STEP_QK_NORM, h, s, u * hd, hd);
-    }
+    int hd = cf->head_dim, nh = cf->n_heads, NT = (nh + 2 * cf->n_kv_heads) * hd;
+    for (int s = 0; s < c->S; s++)
+        for (int i = 0, u; (u = head_unit(c, ith, nth, i)) >= 0; i++) {
+            float *h = c->qkv + (size_t)s * NT + (size_t)u * hd;
+            rmsnorm(h, h, u < nh ? L->q_norm : L->k_norm, hd, cf->rms_eps);
+            fault(c, TS_STEP_QK_NORM, h, s, u * hd, hd);
+        }
 }
 
 static void st_rope(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
-    int hd = cf->head_dim, nh = cf->n_heads, U = nh + cf->n_kv_heads, KV = cf->n_kv_heads * hd, a, b;
-    int NT = nh * hd + 2 * KV;
-    head_units(c, ith, nth, &a, &b);
-    for (int i = a; i < b; i++) {
-        int s = i / U, u = i % U;
-        float *h = c->qkv + (size_t)s * NT + (size_t)u * hd;
-        const float *cs = c->rope_cs + (size_t)s * hd, *sn = cs + hd / 2;
-        rope(h, 1, hd, cs, sn);
-        fault(c, TS_STEP_ROPE, h, s, u * hd, hd);
-        if (u < nh) continue;
-        /* k's head g is roped: it and v's head g go into the cache; a batched decode row into its
-         * own sequence's cache at its own position */
-        const ts_cpu_seq *kv = c->batch ? c->row_kv[s] : c->kv;
-        int pos = c->batch ? c->row_pos[s] : c->pos0 + s;
-        kv_store_head(kv, c->layer, pos, u - nh, h, h + KV);
-    }
+    int hd = cf->head_dim, nh = cf->n_heads, KV = cf->n_kv_heads * hd, NT = nh * hd + 2 * KV;
+    for (int s = 0; s < c->S; s++)
+        for (int i = 0, u; (u = head_unit(c, ith, nth, i)) >= 0; i++) {
+            float *h = c->qkv + (size_t)s * NT + (size_t)u * hd;
+            const float *cs = c->rope_cs + (size_t)s * hd, *sn = cs + hd / 2;
+            rope(h, 1, hd, cs, sn);
+            fault(c, TS_STEP_ROPE, h, s, u * hd, hd);
+            if (u < nh) continue;
+            /* k's head g is roped: it and v's head g go into the cache; a batched decode row into
+             * its own sequence's cache at its own position */
+            const ts_cpu_seq *kv = c->batch ? c->row_kv[s] : c->kv;
+            int pos = c->batch ? c->row_pos[s] : c->pos0 + s;
+            kv_store_head(kv, c->layer, pos, u - nh, h, h + KV);
+        }
 }
 
 /* One head's row of hd values into an F16 cache, rounded as the oracle rounds (io/quant.h). */
@@ -322,11 +343,17 @@ static void st_o_proj(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     const cpu_layer *L = &c->L[c->layer];
     int S = c->S, H = cf->n_embd, Q = cf->n_heads * cf->head_dim, a, b;
-    ts_cpu_split(S, ith, nth, 1, &a, &b);
-    for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * c->Qp, c->att + (size_t)s * Q, Q);
-    ts_pool_barrier(c->pool);
+    const float *in = c->att_p;
+    if (c->own_rows) { /* each thread packs the decode row for itself: no barrier */
+        ts_cpu_pack_row(own_row(c, ith), c->att, Q);
+        in = own_row(c, ith);
+    } else {
+        ts_cpu_split(S, ith, nth, 1, &a, &b);
+        for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * c->Qp, c->att + (size_t)s * Q, Q);
+        ts_pool_barrier(c->pool);
+    }
     ts_cpu_split(H, ith, nth, 4, &a, &b);
-    if (a < b) ts_cpu_gemm_mat(c, L->wo, c->o, H, c->att_p, c->Qp, c->Qp, S, a, b, ts_cpu_tile_for(c, S, H, Q));
+    if (a < b) ts_cpu_gemm_mat(c, L->wo, c->o, H, in, c->Qp, c->Qp, S, a, b, ts_cpu_tile_for(c, S, H, Q));
     residual(c, L->bo, TS_STEP_O_PROJ, a, b);
 }
 
@@ -342,14 +369,15 @@ static void st_gate_up(ts_cpu *c, int ith, int nth) {
      * also the zero pad up to Fp). */
     ts_cpu_split(F, ith, nth, TS_GEMM_KBLOCK, &a, &b);
     if (a >= b) return;
-    ts_cpu_gemm_mat(c, L->wg, c->g, F, c->xn_p, c->Hp, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
-    ts_cpu_gemm_mat(c, L->wu, c->u, F, c->xn_p, c->Hp, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
+    ts_cpu_gemm_mat(c, L->wg, c->g, F, xn_in(c, ith), c->Hp, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
+    ts_cpu_gemm_mat(c, L->wu, c->u, F, xn_in(c, ith), c->Hp, c->Hp, S, a, b, ts_cpu_tile_for(c, S, F, H));
     for (int s = 0; s < S; s++) {
         float *g = c->g + (size_t)s * F, *u = c->u + (size_t)s * F;
-        for (int n = a; n < b; n++) {
-            float gv = g[n] + (L->bg ? L->bg[n] : 0.0f), uv = u[n] + (L->bu ? L->bu[n] : 0.0f);
-            g[n] = gv / (1.0f + expf(-gv)) * uv;
-        }
+        if (L->bg || L->bu)
+            for (int n = a; n < b; n++) g[n] += L->bg ? L->bg[n] : 0.0f, u[n] += L->bu ? L->bu[n] : 0.0f;
+        if (c->variant >= TS_CPU_AVX2) ts_cpu_silu_mul_avx2(g + a, u + a, b - a);
+        else
+            for (int n = a; n < b; n++) g[n] = g[n] / (1.0f + expf(-g[n])) * u[n];
         fault(c, TS_STEP_GATE_UP, g + a, s, a, b - a);
         ts_cpu_pack_row(c->h_p + (size_t)s * c->Fp + a, g + a, b - a);
     }
@@ -364,15 +392,16 @@ static void st_down(ts_cpu *c, int ith, int nth) {
     residual(c, L->bd, TS_STEP_DOWN, a, b);
 }
 
-/* barrier_after: the next stage of the group reads what other threads wrote. */
+/* barrier_after: the next stage of the group reads what other threads wrote (1), or only with
+ * the rows shared (2: a norm, whose decode row each thread makes for itself under own_rows). */
 static const struct stage {
     void (*fn)(ts_cpu *c, int ith, int nth);
     int group, barrier_after;
 } k_stages[TS_N_STEPS] = {
-    [TS_STEP_ATTN_NORM] = {st_attn_norm, 0, 1}, [TS_STEP_QKV] = {st_qkv, 0, 1},
+    [TS_STEP_ATTN_NORM] = {st_attn_norm, 0, 2}, [TS_STEP_QKV] = {st_qkv, 0, 1},
     [TS_STEP_QK_NORM] = {st_qk_norm, 0, 0},     [TS_STEP_ROPE] = {st_rope, 0, 0},
     [TS_STEP_ATTENTION] = {st_attention, 1, 0}, [TS_STEP_O_PROJ] = {st_o_proj, 2, 1},
-    [TS_STEP_FFN_NORM] = {st_ffn_norm, 2, 1},   [TS_STEP_GATE_UP] = {st_gate_up, 2, 1},
+    [TS_STEP_FFN_NORM] = {st_ffn_norm, 2, 2},   [TS_STEP_GATE_UP] = {st_gate_up, 2, 1},
     [TS_STEP_DOWN] = {st_down, 2, 0},
 };
 
@@ -380,7 +409,8 @@ static void run_stages(void *ctx, int ith, int nth) {
     ts_cpu *c = ctx;
     for (int i = c->st_first; i <= c->st_last; i++) {
         k_stages[i].fn(c, ith, nth);
-        if (k_stages[i].barrier_after && i < c->st_last) ts_pool_barrier(c->pool);
+        int bar = k_stages[i].barrier_after;
+        if (bar && !(bar == 2 && c->own_rows) && i < c->st_last) ts_pool_barrier(c->pool);
     }
 }
 
@@ -392,12 +422,14 @@ void ts_cpu_dispatch(ts_cpu *c, ts_pool_fn fn, int slot) {
 }
 
 void ts_cpu_run_stage(ts_cpu *c, ts_step step) {
+    c->own_rows = 0; /* a stage alone hands its rows to the next through the shared buffers */
     c->st_first = c->st_last = (int)step;
     ts_cpu_dispatch(c, run_stages, CPU_PROF_STEP0 + (int)step);
 }
 
 void ts_cpu_run_layer(ts_cpu *c) {
     if (!(c->disable & TS_OPT_FUSED)) {
+        c->own_rows = c->S == 1;
         for (int g = 0, i = 0; g < 3; g++) {
             c->st_first = i;
             while (i + 1 < TS_N_STEPS && k_stages[i + 1].group == g) i++;
@@ -416,12 +448,19 @@ void ts_cpu_lm_head(void *ctx, int ith, int nth) {
     const ts_config *cf = c->c;
     int H = cf->n_embd, V = cf->n_vocab, R = c->lg_rows, a, b;
     float *tmp = thread_tmp(c, ith);
-    ts_cpu_split(R, ith, nth, 1, &a, &b);
-    for (int r = a; r < b; r++) {
-        rmsnorm(tmp, c->x + (size_t)(c->lg_row0 + r) * H, c->final_norm, H, cf->rms_eps);
-        ts_cpu_pack_row(c->xn_p + (size_t)r * c->Hp, tmp, H);
+    const float *in = c->xn_p;
+    if (R == 1) { /* every thread norms the one row for itself (norm_rows), no barrier */
+        rmsnorm(tmp, c->x + (size_t)c->lg_row0 * H, c->final_norm, H, cf->rms_eps);
+        ts_cpu_pack_row(own_row(c, ith), tmp, H);
+        in = own_row(c, ith);
+    } else {
+        ts_cpu_split(R, ith, nth, 1, &a, &b);
+        for (int r = a; r < b; r++) {
+            rmsnorm(tmp, c->x + (size_t)(c->lg_row0 + r) * H, c->final_norm, H, cf->rms_eps);
+            ts_cpu_pack_row(c->xn_p + (size_t)r * c->Hp, tmp, H);
+        }
+        ts_pool_barrier(c->pool);
     }
-    ts_pool_barrier(c->pool);
     ts_cpu_split(V, ith, nth, 4, &a, &b);
-    if (a < b) ts_cpu_gemm_mat(c, c->lm_head, c->lg_out, V, c->xn_p, c->Hp, c->Hp, R, a, b, ts_cpu_tile_for(c, R, V, H));
+    if (a < b) ts_cpu_gemm_mat(c, c->lm_head, c->lg_out, V, in, c->Hp, c->Hp, R, a, b, ts_cpu_tile_for(c, R, V, H));
 }
