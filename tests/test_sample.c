@@ -558,8 +558,74 @@ static void degenerate_logits(void) {
     }
 }
 
+/* A real vocabulary's size (Qwen3's 151936, and odd lengths for the tails): greedy is the first
+ * maximum with NaN as -inf, and top-k keeps exactly every logit at or above the k-th largest,
+ * sorted by value then id, with softmax probabilities; both against a plain full sort. Logits
+ * with many ties (values on a grid), some NaN and -inf, and a maximum placed late. */
+static int by_value_then_id(const void *a, const void *b) {
+    const float *x = a, *y = b; /* pairs (value, id) */
+    if (x[0] != y[0]) return x[0] > y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static void large_vocab(void) {
+    static const int Vs[] = {151936, 1001, 17};
+    uint32_t r = 7;
+    for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
+        int V = Vs[vi];
+        float *l = malloc(sizeof(float) * (size_t)V), *w = malloc(sizeof(float) * (size_t)V),
+              *pairs = malloc(sizeof(float) * 2 * (size_t)V);
+        for (int i = 0; i < V; i++) {
+            r = r * 1664525u + 1013904223u;
+            l[i] = (float)((int)(r >> 20) % 200) / 16.0f - 6.0f; /* a grid: many ties */
+            if (r % 97 == 0) l[i] = NAN;
+            if (r % 89 == 0) l[i] = -INFINITY;
+        }
+        l[V - 2] = 7.0f, l[V - 1] = 7.0f; /* the maximum, twice, at the end */
+        /* greedy */
+        ts_sampler *s = mk(V, 0, 0, 1, 0, 1, 0);
+        memcpy(w, l, sizeof(float) * (size_t)V);
+        CHECK(ts_sampler_sample(s, w) == V - 2, "V %d greedy: the first maximum", V);
+        ts_sampler_free(s);
+        static const int ks[] = {1, 40, 1000};
+        for (size_t ki = 0; ki < 3; ki++) {
+            int k = ks[ki] < V ? ks[ki] : V - 1;
+            float temp = 0.7f;
+            s = mk(V, temp, k, 1, 0, 1, 3);
+            memcpy(w, l, sizeof(float) * (size_t)V);
+            ts_sampler_sample(s, w);
+            const int32_t *ids;
+            const float *probs;
+            int n = ts_sampler_candidates(s, &ids, &probs);
+            /* the reference: every logit / temp (NaN as -inf), sorted */
+            for (int i = 0; i < V; i++) {
+                float x = l[i] / temp;
+                pairs[2 * i] = x != x ? -INFINITY : x, pairs[2 * i + 1] = (float)i;
+            }
+            qsort(pairs, (size_t)V, 2 * sizeof(float), by_value_then_id);
+            float kth = pairs[2 * (k - 1)];
+            int want = 0;
+            while (want < V && pairs[2 * want] >= kth) want++;
+            int same = n == want;
+            for (int i = 0; same && i < n; i++) same = ids[i] == (int32_t)pairs[2 * i + 1];
+            double z = 0;
+            for (int i = 0; i < want; i++) z += exp((double)pairs[2 * i] - pairs[0]);
+            double worst = 0;
+            for (int i = 0; same && i < n; i++) {
+                double p = exp((double)pairs[2 * i] - pairs[0]) / z, e = fabs(probs[i] - p) / p;
+                worst = e > worst ? e : worst;
+            }
+            CHECK(same, "V %d top-k %d: %d candidates, expected %d in the reference's order", V, k, n, want);
+            CHECK(worst < 1e-5, "V %d top-k %d: probabilities off by %.2e", V, k, worst);
+            ts_sampler_free(s);
+        }
+        free(l), free(w), free(pairs);
+    }
+}
+
 int main(void) {
     degenerate_logits();
+    large_vocab();
     test_greedy();
     test_top_p_min_p();
     test_penalty();
