@@ -2,8 +2,9 @@
  * value of a sweep over the gate's whole useful range (|g| up to 100, where exp(-g) saturates) and
  * random gate/up pairs at Qwen3-0.6B's and Llama-3.2-1B's shares of n_ff (1536, 4096) and odd
  * lengths, so the masked tail runs. Within 3 ulp of the float result, or 1e-30 absolute where the
- * true value underflows (the clamp of exp's argument at 88). A share's values do not depend on
- * where it starts, NaN stays NaN, and nothing past n is written. */
+ * true value underflows (below -88 the kernel gives -0 * u). A share's values do not depend on
+ * where it starts, NaN stays NaN, infinities and 1e38 give -0 * u or g * u, and nothing past n is
+ * written. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -76,6 +77,14 @@ int main(void) {
     g[0] = NAN, g[1] = 1.0f, u[0] = u[1] = 1.0f;
     ts_cpu_silu_mul_avx2(g, u, 2);
     CHECK(isnan(g[0]) && fabsf(g[1] - 0.7310586f) < 1e-6f, "NaN gate: %g %g", (double)g[0], (double)g[1]);
+    /* far outside the clamp of exp's argument: a huge negative gate underflows to -0 * u, a huge
+     * positive one is g * u */
+    float big[5] = {-1e38f, -INFINITY, 1e30f, INFINITY, -88.5f}, bu[5] = {2, 2, 2, 2, 2};
+    ts_cpu_silu_mul_avx2(big, bu, 5);
+    CHECK(big[0] == 0 && signbit(big[0]) && big[1] == 0 && signbit(big[1]), "huge negative gates: %g %g",
+          (double)big[0], (double)big[1]);
+    CHECK(big[2] == 2e30f && big[3] == INFINITY && big[4] == 0, "huge positive gates: %g %g %g", (double)big[2],
+          (double)big[3], (double)big[4]);
     printf("silu * up: worst %.2f ulp against the double-precision formula\n", worst);
     return th_finish("test_cpu_rows");
 }

@@ -53,7 +53,7 @@ int main(void) {
         static float v[203];
         uint32_t r = 12345;
         for (int n = 1; n <= 203; n += 7)
-            for (int kind = 0; kind < 5; kind++) {
+            for (int kind = 0; kind < 6; kind++) {
                 for (int i = 0; i < n; i++) {
                     r = r * 1664525u + 1013904223u;
                     v[i] = kind == 1 ? (float)(r >> 29) - 3.0f : (float)(int32_t)r / 2147483648.0f;
@@ -61,6 +61,8 @@ int main(void) {
                 if (kind == 2) v[n / 2] = NAN;
                 if (kind == 3) v[0] = NAN;
                 if (kind == 4) v[n - 1] = 2.0f, v[n > 1 ? n - 2 : 0] = -0.0f;
+                if (kind == 5) /* a tie of -0 and +0 at the maximum */
+                    for (int i = 0; i < n; i++) v[i] = i == n / 2 ? -0.0f : i == n - 1 ? 0.0f : -1.0f - (float)i;
                 int want = 0;
                 for (int i = 1; i < n; i++)
                     if (v[i] > v[want]) want = i;

@@ -63,7 +63,8 @@ static inline size_t ts_cpu_kv_off(const ts_config *cf, int cap, int l, int g, i
     return ((size_t)l * ts_cpu_kv_cap(cap) + (size_t)pos / R * R) * KV + ((size_t)g * R + (size_t)pos % R) * (size_t)cf->head_dim;
 }
 /* Floats of a thread's row scratch: a natural row (norm output) then its own packed copy of a
- * decode row (Hp or Qp floats), whole 64-byte lines so no two threads share one. */
+ * decode row (Hp or Qp floats), then 16 unused floats: the arena is not 64-byte aligned, and
+ * that gap keeps two threads' copies off one cache line. */
 static inline size_t ts_cpu_rowtmp_floats(const ts_config *cf) {
     size_t H = (size_t)cf->n_embd, hd = (size_t)cf->head_dim, Q = (size_t)cf->n_heads * hd;
     size_t n = H > hd ? H : hd, Hp = (size_t)ts_gemm_kpad((int)H), Qp = (size_t)ts_gemm_kpad((int)Q);
@@ -118,8 +119,9 @@ struct ts_cpu {
     float *arena;
     float *x, *xn_p, *qkv, *att, *att_p, *o, *g, *u, *h_p, *scores, *rowtmp;
     /* A single decode row in a fused plan: each thread norms (or packs) the whole row into its
-     * own packed copy (ts_cpu_own_row) and its GEMV reads that, so no barrier waits on one thread
-     * doing the row while the others idle (cpu_steps.c). */
+     * own packed copy (own_row in cpu_steps.c) and its GEMV reads that, so no barrier waits on
+     * one thread doing the row while the others idle. (The LM head does the same whenever it
+     * runs one row, fused or not.) */
     int own_rows;
     float *rope_cs; /* (chunk, head_dim): cos then sin for each row's position */
     /* per-call state read by the dispatch functions */
