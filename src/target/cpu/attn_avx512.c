@@ -13,6 +13,7 @@
 #include <math.h>
 
 #include "target/cpu/attn.h"
+#include "target/cpu/exp_poly.h"
 #include "target/cpu/transpose_avx512.h"
 
 #define INL static inline __attribute__((always_inline))
@@ -26,18 +27,12 @@ INL __m512 ld16(const void *p, size_t i, int f16) {
 /* exp(x) for x <= 0 (scores minus their maximum); NaN stays NaN. */
 static inline __m512 exp512(__m512 x) {
     x = _mm512_max_ps(_mm512_set1_ps(-88.0f), x); /* second operand wins on NaN */
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(TS_EXP_LOG2E)),
                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(TS_EXP_LN2_HI), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(TS_EXP_LN2_LO), r);
+    __m512 p = _mm512_set1_ps(ts_exp_taylor[0]);
+    for (int i = 1; i <= TS_EXP_DEGREE; i++) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(ts_exp_taylor[i]));
     return _mm512_scalef_ps(p, n);
 }
 

@@ -65,10 +65,13 @@ static inline size_t ts_cpu_kv_off(const ts_config *cf, int cap, int l, int g, i
 /* Floats of a thread's row scratch: a natural row (norm output) then its own packed copy of a
  * decode row (Hp or Qp floats), then 16 unused floats: the arena is not 64-byte aligned, and
  * that gap keeps two threads' copies off one cache line. */
+static inline size_t ts_cpu_rowtmp_natural(const ts_config *cf) { /* where the packed copy starts */
+    size_t H = (size_t)cf->n_embd, hd = (size_t)cf->head_dim, n = H > hd ? H : hd;
+    return (n + 15) / 16 * 16;
+}
 static inline size_t ts_cpu_rowtmp_floats(const ts_config *cf) {
-    size_t H = (size_t)cf->n_embd, hd = (size_t)cf->head_dim, Q = (size_t)cf->n_heads * hd;
-    size_t n = H > hd ? H : hd, Hp = (size_t)ts_gemm_kpad((int)H), Qp = (size_t)ts_gemm_kpad((int)Q);
-    return (n + 15) / 16 * 16 + (Hp > Qp ? Hp : Qp) + 16;
+    size_t Hp = (size_t)ts_gemm_kpad(cf->n_embd), Qp = (size_t)ts_gemm_kpad(cf->n_heads * cf->head_dim);
+    return ts_cpu_rowtmp_natural(cf) + (Hp > Qp ? Hp : Qp) + 16;
 }
 static inline int ts_cpu_kv_block(const ts_config *cf) { return TS_KV_BLOCK * cf->n_kv_heads * cf->head_dim; }
 /* Stores rows [pos, pos + S) of k and v (S rows of kv_heads x head_dim each) at layer l. */

@@ -132,28 +132,31 @@ ts_status ts_cpu_fault_parse(const char *spec, ts_cpu_fault *f, ts_error *err) {
 static float *thread_tmp(const ts_cpu *c, int ith) { return c->rowtmp + (size_t)ith * ts_cpu_rowtmp_floats(c->c); }
 
 /* The thread's own packed copy of a decode row (own_rows). */
-static float *own_row(const ts_cpu *c, int ith) {
-    int H = c->c->n_embd, hd = c->c->head_dim, n = H > hd ? H : hd;
-    return thread_tmp(c, ith) + (n + 15) / 16 * 16;
-}
+static float *own_row(const ts_cpu *c, int ith) { return thread_tmp(c, ith) + ts_cpu_rowtmp_natural(c->c); }
 
 /* The packed normed rows a GEMV of this thread reads: its own copy of a decode row, else xn_p. */
 static const float *xn_in(const ts_cpu *c, int ith) { return c->own_rows ? own_row(c, ith) : c->xn_p; }
 
-/* x -> packed xn with the given norm weights, rows split between threads; with own_rows every
- * thread norms the one row into its own copy. The one-thread norm of a decode row took 1.5-1.9 us
- * a layer on Zen 5 (most of it the packed row's lines taken from the other core, which had read
- * them, and the weights from DRAM) while the other thread waited at the barrier after it. */
-static void norm_rows(ts_cpu *c, const float *w, ts_step step, int ith, int nth) {
-    int H = c->c->n_embd, a, b;
+/* Rows [row0, row0 + R) of x normed with w and packed (fault: step's, TS_N_STEPS for none): with
+ * own, the one row by every thread into its own copy (no barrier needed after), else the rows
+ * split between threads into xn_p's rows 0.. (the caller's barrier follows). Returns what this
+ * thread's GEMV reads. The one-thread norm of a decode row took 1.5-1.9 us a layer on Zen 5 (most
+ * of it the packed row's lines taken from the other core, which had read them, and the weights
+ * from DRAM) while the other thread waited at the barrier after it. */
+static const float *norm_pack(ts_cpu *c, const float *w, ts_step step, int row0, int R, int own, int ith, int nth) {
+    int H = c->c->n_embd, a = 0, b = 1;
     float *tmp = thread_tmp(c, ith);
-    if (c->own_rows) a = 0, b = 1;
-    else ts_cpu_split(c->S, ith, nth, 1, &a, &b);
-    for (int s = a; s < b; s++) {
-        rmsnorm(tmp, c->x + (size_t)s * H, w, H, c->c->rms_eps);
-        fault(c, step, tmp, s, 0, H);
-        ts_cpu_pack_row(c->own_rows ? own_row(c, ith) : c->xn_p + (size_t)s * c->Hp, tmp, H);
+    if (!own) ts_cpu_split(R, ith, nth, 1, &a, &b);
+    for (int r = a; r < b; r++) {
+        rmsnorm(tmp, c->x + (size_t)(row0 + r) * H, w, H, c->c->rms_eps);
+        fault(c, step, tmp, r, 0, H);
+        ts_cpu_pack_row(own ? own_row(c, ith) : c->xn_p + (size_t)r * c->Hp, tmp, H);
     }
+    return own ? own_row(c, ith) : c->xn_p;
+}
+
+static void norm_rows(ts_cpu *c, const float *w, ts_step step, int ith, int nth) {
+    norm_pack(c, w, step, 0, c->S, c->own_rows, ith, nth);
 }
 
 static void st_attn_norm(ts_cpu *c, int ith, int nth) {
@@ -452,20 +455,9 @@ void ts_cpu_lm_head(void *ctx, int ith, int nth) {
     ts_cpu *c = ctx;
     const ts_config *cf = c->c;
     int H = cf->n_embd, V = cf->n_vocab, R = c->lg_rows, a, b;
-    float *tmp = thread_tmp(c, ith);
-    const float *in = c->xn_p;
-    if (R == 1) { /* every thread norms the one row for itself (norm_rows), no barrier */
-        rmsnorm(tmp, c->x + (size_t)c->lg_row0 * H, c->final_norm, H, cf->rms_eps);
-        ts_cpu_pack_row(own_row(c, ith), tmp, H);
-        in = own_row(c, ith);
-    } else {
-        ts_cpu_split(R, ith, nth, 1, &a, &b);
-        for (int r = a; r < b; r++) {
-            rmsnorm(tmp, c->x + (size_t)(c->lg_row0 + r) * H, c->final_norm, H, cf->rms_eps);
-            ts_cpu_pack_row(c->xn_p + (size_t)r * c->Hp, tmp, H);
-        }
-        ts_pool_barrier(c->pool);
-    }
+    /* one row: every thread norms it for itself, no barrier */
+    const float *in = norm_pack(c, c->final_norm, TS_N_STEPS, c->lg_row0, R, R == 1, ith, nth);
+    if (R != 1) ts_pool_barrier(c->pool);
     ts_cpu_split(V, ith, nth, 4, &a, &b);
     if (a < b) ts_cpu_gemm_mat(c, c->lm_head, c->lg_out, V, in, c->Hp, c->Hp, R, a, b, ts_cpu_tile_for(c, R, V, H));
 }

@@ -4,27 +4,21 @@
  * of a Qwen3-0.6B Q4_0 token in a fast period, this loop about a tenth of it. */
 #include <immintrin.h>
 
+#include "target/cpu/exp_poly.h"
 #include "target/cpu/rows.h"
 
-/* exp(x), within 0.92 ulp over [-87, 88] (a scratch sweep in steps of 1e-4): x clamped to
- * [-87, 88] (so 2^n stays a normal float: exp(88) < FLT_MAX, exp(-87) > FLT_MIN), n = round(x /
- * ln 2), the remainder r = x - n ln 2 in two steps and a degree-7 Taylor polynomial in r (|r| <=
- * ln 2 / 2), then 2^n put in the exponent bits. NaN stays NaN (min/max return their second
- * operand, x, on NaN). */
+/* exp(x) as exp_poly.h computes it, within 0.92 ulp over [-87, 88] (a scratch sweep in steps of
+ * 1e-4): x clamped to [-87, 88] (so 2^n stays a normal float: exp(88) < FLT_MAX, exp(-87) >
+ * FLT_MIN), 2^n put in the exponent bits. NaN stays NaN (min/max return their second operand, x,
+ * on NaN). */
 static inline __m256 exp8(__m256 x) {
     x = _mm256_min_ps(_mm256_set1_ps(88.0f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
-    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(TS_EXP_LOG2E)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-    __m256 p = _mm256_set1_ps(1.0f / 5040);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(TS_EXP_LN2_HI), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(TS_EXP_LN2_LO), r);
+    __m256 p = _mm256_set1_ps(ts_exp_taylor[0]);
+    for (int i = 1; i <= TS_EXP_DEGREE; i++) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(ts_exp_taylor[i]));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
