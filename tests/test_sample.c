@@ -468,6 +468,69 @@ static int cmp_lp(const void *a, const void *b) {
     return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
+/* Log-probabilities over a vocabulary the size of Qwen3's, against the sum in double: the sum of
+ * e^(x - max) runs four lanes at a time on exp_poly.h's polynomial (sample.c), each term within
+ * 1.22 ulp of e^x, so log(sum) is off by at most 1.5e-7 and each result by that plus its own
+ * rounding. Values from far below e^-87 of the maximum up to it, -inf and NaN among them, and
+ * lengths that leave 0-3 logits to the scalar tail. */
+static void logprobs_large_vocab(void) {
+    enum { V = 151936 + 3 };
+    float *lg = malloc(sizeof(float) * V);
+    uint64_t x = 777;
+    for (int i = 0; i < V; i++) {
+        x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+        double u = (double)(x >> 11) / 9007199254740992.0;
+        lg[i] = (float)(40.0 * pow(u, 3.0) - 130.0); /* [-130, -90] mostly, up to -90 + 0 */
+    }
+    for (int i = 0; i < 64; i++) lg[(i * 2371) % V] = (float)(i % 8) - 45.0f; /* near the top and far below it */
+    lg[5] = -INFINITY, lg[V - 1] = NAN, lg[V - 2] = -INFINITY, lg[1000] = -38.0f;
+    const int lens[] = {V, V - 1, V - 2, V - 3, 4, 5, 7};
+    double worst = 0;
+    for (size_t c = 0; c < sizeof lens / sizeof lens[0]; c++) {
+        int n = lens[c];
+        double mx = -INFINITY, z = 0;
+        for (int i = 0; i < n; i++)
+            if (lg[i] == lg[i] && lg[i] > mx) mx = lg[i];
+        for (int i = 0; i < n; i++)
+            if (lg[i] == lg[i] && lg[i] > -INFINITY) z += exp((double)lg[i] - mx);
+        double lse = mx + log(z);
+        int bad = 0;
+        for (int id = 0; id < n; id++) {
+            if (n > 100 && id % 97 && lg[id] < -60) continue; /* every logit near the top, a sample of the rest */
+            ts_logprob lp;
+            ts_logprobs(lg, n, id, 0, &lp);
+            if (!(lg[id] == lg[id]) || lg[id] == -INFINITY) {
+                bad += lp.logprob != -INFINITY;
+                continue;
+            }
+            double ref = (double)lg[id] - lse, ulp = nextafterf((float)ref, -INFINITY) - (float)ref;
+            double err = fabs(lp.logprob - ref);
+            worst = err > worst ? err : worst;
+            bad += err > 1.5e-7 + 0.5 * fabs(ulp) * 1.001;
+        }
+        CHECK(!bad, "%d logits: %d logprobs beyond 1.5e-7 + half an ulp of the double reference", n, bad);
+        /* the alternatives: the k largest, ties by lower id, as a plain selection finds them */
+        ts_logprob lp;
+        ts_logprobs(lg, n, 0, TS_LOGPROB_TOP_MAX, &lp);
+        int want = n - 2 < TS_LOGPROB_TOP_MAX ? n - 2 : TS_LOGPROB_TOP_MAX, ok = lp.n_top == (n > 100 ? want : lp.n_top);
+        float prev = INFINITY;
+        int prev_id = -1;
+        for (int j = 0; j < lp.n_top && ok; j++) {
+            int b = -1;
+            for (int i = 0; i < n; i++) { /* the first largest below (prev, prev_id) */
+                float v = lg[i];
+                if (!(v == v) || v == -INFINITY || v > prev || (v == prev && i <= prev_id)) continue;
+                if (b < 0 || v > lg[b]) b = i;
+            }
+            ok = b == lp.top_id[j] && fabs(lp.top_lp[j] - ((double)lg[b] - lse)) < 1.5e-7 + 1e-6;
+            prev = lg[b], prev_id = b;
+        }
+        CHECK(ok, "%d logits: the %d alternatives differ from a plain selection", n, lp.n_top);
+    }
+    printf("logprobs over %d logits: worst error %.3g against the double reference\n", V, worst);
+    free(lg);
+}
+
 static void test_logprobs(void) {
     enum { N = 1000 };
     static float lg[N], pairs[N][2];
@@ -637,5 +700,6 @@ int main(void) {
     test_generate_stops();
     test_lookup_draft();
     test_logprobs();
+    logprobs_large_vocab();
     return th_finish("test_sample");
 }

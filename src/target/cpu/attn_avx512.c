@@ -13,7 +13,7 @@
 #include <math.h>
 
 #include "target/cpu/attn.h"
-#include "target/cpu/exp_poly.h"
+#include "core/exp_poly.h"
 #include "target/cpu/transpose_avx512.h"
 
 #define INL static inline __attribute__((always_inline))

@@ -4,7 +4,7 @@
  * of a Qwen3-0.6B Q4_0 token in a fast period, this loop about a tenth of it. */
 #include <immintrin.h>
 
-#include "target/cpu/exp_poly.h"
+#include "core/exp_poly.h"
 #include "target/cpu/rows.h"
 
 /* exp(x) as exp_poly.h computes it, within 0.92 ulp over [-87, 88] (a scratch sweep in steps of
