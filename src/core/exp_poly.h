@@ -1,7 +1,8 @@
 /* The exp every vector exp uses (attn_avx512.c for softmax, rows_avx2.c for SiLU, the sampler's
  * sums in runtime/sample.c): n = round(x / ln 2), r = x - n ln 2 with ln 2 in two parts (the first
  * exact in few bits, so n * it is exact), then the degree-7 Taylor polynomial of e^r in Horner
- * order, highest coefficient first, and 2^n. One table, so the kernels stay one algorithm. */
+ * order, highest coefficient first, and 2^n. One table, so the kernels stay one algorithm (the
+ * sampler's SSE2 copy rounds without FMA, so its last bits may differ). */
 #ifndef TS_CORE_EXP_POLY_H
 #define TS_CORE_EXP_POLY_H
 

@@ -194,8 +194,9 @@ static float max_of(const float *x, int n) {
 /* The sum over i of e^(x[i] - mx), mx >= every x[i], in double; -inf and NaN count as 0. Over a
  * whole vocabulary (the top-k 0 threshold, ts_logprobs): an expf per logit took 0.9 ms a token
  * over Qwen3's 151936 (Zen 5). With SSE2 (x86-64's baseline) four lanes at a time, by exp_poly.h's
- * polynomial without FMA (within 2 ulp of e^x, test_sample); a term below e^-87 (1.6e-38)
- * counts as 0, which no vocabulary's sum, at least 1 (the maximum's term), can resolve. */
+ * polynomial without FMA (within 1.22 ulp of e^x over every float in [-87, 0], a scratch sweep);
+ * a term below e^-87 (1.6e-38) counts as 0, which no vocabulary's sum, at least 1 (the maximum's
+ * term), can resolve. */
 static double sum_exp(const float *x, int n, float mx) {
     double sum = 0;
     int i = 0;
@@ -250,12 +251,15 @@ static void select_by_threshold(ts_sampler *s, const float *logits, float mx) {
     int n;
     for (;;) {
         float lt = t > 0 ? (float)(mx + log(t * z)) : -INFINITY;
-        double mass = 0;
         n = 0;
         for (int i = next_above(logits, 0, V, lt, 1); i < V; i = next_above(logits, i + 1, V, lt, 1)) {
+            s->val[n] = logits[i];
             s->ids[n++] = i;
-            mass += expf(logits[i] - mx);
         }
+        /* summed as z is: once every logit is a candidate, mass / z is 1 to double's rounding, so
+         * a top_p just below 1 still ends the loop (an expf per candidate, against z's polynomial,
+         * could leave it a few 1e-8 short: some 70 more passes) */
+        double mass = sum_exp(s->val, n, mx);
         if (t <= floor_p || mass / z >= s->o.top_p || t < 1e-300) break;
         t = t * 1e-4 > floor_p ? t * 1e-4 : floor_p;
     }
