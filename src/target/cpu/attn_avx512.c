@@ -81,9 +81,11 @@ INL void score_block(float *sc, int ns, const float *q, int q_stride, int T, con
 }
 
 /* out rows [t0, t0 + R) (rows >= T not stored) = sum over keys j < n_all of p[t][j] v[j], with
- * NV = hd / 16 vectors per row; R * NV <= 24 accumulators. */
+ * NV = hd / 16 vectors per row; R * NV <= 24 accumulators. pf_rows > 0: row j + pf_rows (below
+ * n_all) is prefetched into L2 as row j is read (decode, dec_pv). */
 INL void pv_group(float *out, int out_stride, const float *p, int ns, const void *v, size_t v0, int stride, int hd,
-                  int n_all, int t0, int T, int R, int NV, int f16) {
+                  int n_all, int t0, int T, int R, int NV, int f16, int pf_rows) {
+    const int rowb = hd * (f16 ? 2 : 4);
     __m512 acc[16][8];
     const float *pr[16];
 #pragma GCC unroll 16
@@ -94,6 +96,10 @@ INL void pv_group(float *out, int out_stride, const float *p, int ns, const void
     }
     for (int j = 0; j < n_all; j++) {
         size_t vj = v0 + ts_kv_idx(j, stride, hd);
+        if (pf_rows && j + pf_rows < n_all) { /* row j + pf_rows into L2 (dec_pv) */
+            const char *r = (const char *)v + ts_kv_idx(j + pf_rows, stride, hd) * (f16 ? 2 : 4);
+            for (int o = 0; o < rowb; o += 64) _mm_prefetch(r + o, _MM_HINT_T1);
+        }
         __m512 vv[8];
 #pragma GCC unroll 8
         for (int c = 0; c < NV; c++) vv[c] = ld16(v, vj + 16 * c, f16);
@@ -110,7 +116,7 @@ INL void pv_group(float *out, int out_stride, const float *p, int ns, const void
 
 #define PV_FN(NV, R, F16, NAME)                                                                        \
     static void NAME(float *out, int out_stride, const float *p, int ns, const void *v, int stride, int n_all, int T) { \
-        for (int t0 = 0; t0 < T; t0 += R) pv_group(out, out_stride, p, ns, v, 0, stride, 16 * NV, n_all, t0, T, R, NV, F16); \
+        for (int t0 = 0; t0 < T; t0 += R) pv_group(out, out_stride, p, ns, v, 0, stride, 16 * NV, n_all, t0, T, R, NV, F16, 0); \
     }
 PV_FN(1, 16, 0, pv_1)
 PV_FN(2, 12, 0, pv_2)
@@ -174,11 +180,18 @@ static inline __m256 hsum8(const __m512 v[8]) {
  * where the hardware prefetchers alone fed one core about 15 GB/s (Zen 5, 128 keys of head_dim 128
  * in F16 per group call: 4.1-4.5 us from DRAM against 0.74 with the rows in L1/L2). So the score
  * loop prefetches the keys KEYS_AHEAD_BYTES ahead into L1 (16 KiB: 3.1-3.3 us; 8 KiB 3.2-3.4, 32
- * KiB 3.5-3.7) and, while the group's values are at most 512 KiB (a quarter of this core's L2, half
- * of a Zen 4's), each block's values into L2 for dec_pv right after (more could be evicted again
- * before dec_pv reads them). */
+ * KiB 3.5-3.7) and KEYS_AHEAD_L2_BYTES ahead into L2, and dec_pv the values VALUES_AHEAD_L2_BYTES
+ * ahead into L2 as it reads them; a group whose values are at most VALUES_SCORES_L2_BYTES has
+ * them taken into L2 by the score loop instead, block by block, for dec_pv right after.
+ * Until session 31 that last rule had held up to 512 KiB of values, and no other value or far key
+ * was prefetched: against it these decode Qwen3-0.6B Q4_0 (2 threads, F16 cache, Zen 5, one
+ * process, alternating rounds) with 0.74-0.76 of the attention time at context 1024 (0.90 of the
+ * token), 0.74 at 512 and 0.80-0.91 at 4096 (0.93-0.94 of the token), Llama-3.2-1B Q4_0 0.74 and
+ * 0.80; at 128 within 2% either way (docs/performance.md, session 31). */
 #define KEYS_AHEAD_BYTES 16384
-#define VALUES_L2_BYTES (512 * 1024)
+#define KEYS_AHEAD_L2_BYTES 32768
+#define VALUES_AHEAD_L2_BYTES 24576
+#define VALUES_SCORES_L2_BYTES 65536
 /* rows [j, j + rows) of a cache, rows <= 8 (one run: TS_KV_BLOCK % 8 == 0), element idx on, into
  * L1 or L2 */
 INL void prefetch_rows(const void *c, size_t idx, int rows, int NV, int f16, int l2) {
@@ -197,7 +210,7 @@ INL void dec_scores(float *sc, int ns, const float *q, int G, const void *k, con
     const __m512 z = _mm512_setzero_ps();
     const __m256 s = _mm256_set1_ps(scale);
     const int row_bytes = NV * 16 * (f16 ? 2 : 4), ahead = (KEYS_AHEAD_BYTES / row_bytes + 7) & ~7;
-    const int v_l2 = (long)n * row_bytes <= VALUES_L2_BYTES;
+    const int far = (KEYS_AHEAD_L2_BYTES / row_bytes + 7) & ~7, v_l2 = (long)n * row_bytes <= VALUES_SCORES_L2_BYTES;
     for (int j = 0; j < ahead && j < n; j += 8)
         prefetch_rows(k, ts_kv_idx(j, stride, NV * 16), n - j < 8 ? n - j : 8, NV, f16, 0);
     for (int j = 0; j < n; j += 8) {
@@ -206,6 +219,8 @@ INL void dec_scores(float *sc, int ns, const float *q, int G, const void *k, con
         size_t kb = ts_kv_idx(j, stride, NV * 16);
         if (j + ahead < n)
             prefetch_rows(k, ts_kv_idx(j + ahead, stride, NV * 16), n - j - ahead < 8 ? n - j - ahead : 8, NV, f16, 0);
+        if (far && j + far < n)
+            prefetch_rows(k, ts_kv_idx(j + far, stride, NV * 16), n - j - far < 8 ? n - j - far : 8, NV, f16, 1);
         if (v_l2) prefetch_rows(v, kb, nk, NV, f16, 1);
         for (int h = 0; h < G; h += 2) {
             const float *q0 = q + (size_t)h * NV * 16, *q1 = h + 1 < G ? q0 + NV * 16 : q0;
@@ -233,9 +248,10 @@ INL void dec_scores(float *sc, int ns, const float *q, int G, const void *k, con
  * shape one head and one vector at a time. */
 INL void dec_pv(float *out, const float *p, int ns, const void *v, int stride, int n, int NV, int G, int f16) {
     int cap = G <= 2 ? 8 : G <= 4 ? 4 : G <= 8 ? 2 : 1, S = NV < cap ? NV : cap;
+    int pf = VALUES_AHEAD_L2_BYTES / (NV * 16 * (f16 ? 2 : 4)); /* rows ahead, prefetched by the first slice */
 #define PV_CASE(GG, SS)                                                                                  \
     if (G == GG && S == SS) {                                                                            \
-        for (int c = 0; c < NV; c += SS) pv_group(out + 16 * c, NV * 16, p, ns, v, 16 * c, stride, NV * 16, n, 0, GG, GG, SS, f16); \
+        for (int c = 0; c < NV; c += SS) pv_group(out + 16 * c, NV * 16, p, ns, v, 16 * c, stride, NV * 16, n, 0, GG, GG, SS, f16, c ? 0 : pf); \
         return;                                                                                          \
     }
     PV_CASE(1, 8) PV_CASE(1, 4) PV_CASE(2, 8) PV_CASE(2, 4) PV_CASE(3, 4) PV_CASE(4, 4)
@@ -244,7 +260,7 @@ INL void dec_pv(float *out, const float *p, int ns, const void *v, int stride, i
     for (int h = 0; h < G; h++)
         for (int c = 0; c < NV; c++)
             pv_group(out + (size_t)h * NV * 16 + 16 * c, NV * 16, p + (size_t)h * ns, ns, v, 16 * c, stride, NV * 16, n, 0, 1,
-                     1, 1, f16);
+                     1, 1, f16, h || c ? 0 : pf);
 }
 
 INL void group_t(float *out, const float *q, const void *k, const void *v, int n_ctx, int stride, int hd, float scale,
