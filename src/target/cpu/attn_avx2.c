@@ -146,16 +146,41 @@ INL void pv_row(float *out, const float *p, const void *v, int j0, int j1, int s
  * the group reads it. */
 #define GROUP_KEYS 32
 
+/* Decode reads the cache from DRAM, so both loops prefetch into L1 the rows KEYS_AHEAD_BYTES
+ * (keys) and VALUES_AHEAD_BYTES (values) ahead, rounded up to whole blocks. Without them, Qwen3-0.6B
+ * Q4_0 on this variant (2 threads, F16 cache, Zen 5, one process, alternating rounds) took 1.17
+ * (context 128) to 1.22 (4096) times the attention time, 1.14 at 4096 of the token; prefetching
+ * into L2 as well, 32 / 24 KiB ahead, was no faster (docs/performance.md, session 31). */
+#define KEYS_AHEAD_BYTES 8192
+#define VALUES_AHEAD_BYTES 4096
+_Static_assert(TS_KV_BLOCK % GROUP_KEYS == 0, "a block of keys is one run of the cache");
+
+/* rows [j, j + GROUP_KEYS) of a cache, those below n, into L1 */
+INL void prefetch_block(const void *c, int j, int n, int stride, int hd, int f16) {
+    if (j >= n) return;
+    int rows = n - j < GROUP_KEYS ? n - j : GROUP_KEYS;
+    const char *p = (const char *)c + ts_kv_idx(j, stride, hd) * (f16 ? 2 : 4);
+    int bytes = rows * hd * (f16 ? 2 : 4);
+    for (int o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+}
+
 INL void group_t(float *out, const float *q, const void *k, const void *v, int n_ctx, int stride, int hd, float scale,
                  float *scores, int G, int f16) {
+    const int blk = GROUP_KEYS * hd * (f16 ? 2 : 4); /* bytes of a block of rows */
+    const int ka = (KEYS_AHEAD_BYTES + blk - 1) / blk * GROUP_KEYS, va = (VALUES_AHEAD_BYTES + blk - 1) / blk * GROUP_KEYS;
+    for (int j = 0; j < ka; j += GROUP_KEYS) prefetch_block(k, j, n_ctx, stride, hd, f16);
     for (int j = 0; j < n_ctx; j += GROUP_KEYS) {
         int j1 = j + GROUP_KEYS < n_ctx ? j + GROUP_KEYS : n_ctx;
+        prefetch_block(k, j + ka, n_ctx, stride, hd, f16);
         for (int h = 0; h < G; h++)
             scores_row(scores + (size_t)h * n_ctx, q + (size_t)h * hd, k, j, j1, stride, hd, scale, f16);
     }
     for (int h = 0; h < G; h++) ts_cpu_softmax(scores + (size_t)h * n_ctx, n_ctx);
     for (int j = 0; j < n_ctx; j += GROUP_KEYS) {
         int j1 = j + GROUP_KEYS < n_ctx ? j + GROUP_KEYS : n_ctx;
+        if (j == 0)
+            for (int b = 0; b < va; b += GROUP_KEYS) prefetch_block(v, b, n_ctx, stride, hd, f16);
+        prefetch_block(v, j + va, n_ctx, stride, hd, f16);
         for (int h = 0; h < G; h++) pv_row(out + (size_t)h * hd, scores + (size_t)h * n_ctx, v, j, j1, stride, hd, j == 0, f16);
     }
 }
