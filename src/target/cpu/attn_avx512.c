@@ -185,9 +185,9 @@ static inline __m256 hsum8(const __m512 v[8]) {
  * them taken into L2 by the score loop instead, block by block, for dec_pv right after.
  * Until session 31 that last rule had held up to 512 KiB of values, and no other value or far key
  * was prefetched: against it these decode Qwen3-0.6B Q4_0 (2 threads, F16 cache, Zen 5, one
- * process, alternating rounds) with 0.74-0.76 of the attention time at context 1024 (0.90 of the
- * token), 0.74 at 512 and 0.80-0.91 at 4096 (0.93-0.94 of the token), Llama-3.2-1B Q4_0 0.74 and
- * 0.80; at 128 within 2% either way (docs/performance.md, session 31). */
+ * process, alternating rounds) with 0.76-0.84 of the attention time at context 1024 (0.89-0.94 of
+ * the token), 0.74 at 512 and 0.86-0.93 at 4096 (0.90-0.97), Llama-3.2-1B Q4_0 0.74 and 0.80; at
+ * 128 within 2% either way (docs/performance.md, session 31). */
 #define KEYS_AHEAD_BYTES 16384
 #define KEYS_AHEAD_L2_BYTES 32768
 #define VALUES_AHEAD_L2_BYTES 24576
