@@ -147,7 +147,7 @@ INL void pv_row(float *out, const float *p, const void *v, int j0, int j1, int s
 #define GROUP_KEYS 32
 
 /* Decode reads the cache from DRAM, so both loops prefetch into L1 the rows KEYS_AHEAD_BYTES
- * (keys) and VALUES_AHEAD_BYTES (values) ahead, rounded up to whole blocks. Without them, Qwen3-0.6B
+ * (keys) and VALUES_AHEAD_BYTES (values) ahead, rounded up to whole blocks of GROUP_KEYS rows. Without them, Qwen3-0.6B
  * Q4_0 on this variant (2 threads, F16 cache, Zen 5, one process, alternating rounds) took 1.17
  * (context 128) to 1.22 (4096) times the attention time, 1.13 at 4096 of the token; prefetching
  * into L2 as well, 32 / 24 KiB ahead, was no faster (docs/performance.md, session 31). */
@@ -176,10 +176,9 @@ INL void group_t(float *out, const float *q, const void *k, const void *v, int n
             scores_row(scores + (size_t)h * n_ctx, q + (size_t)h * hd, k, j, j1, stride, hd, scale, f16);
     }
     for (int h = 0; h < G; h++) ts_cpu_softmax(scores + (size_t)h * n_ctx, n_ctx);
+    for (int j = 0; j < va; j += GROUP_KEYS) prefetch_block(v, j, n_ctx, stride, hd, f16);
     for (int j = 0; j < n_ctx; j += GROUP_KEYS) {
         int j1 = j + GROUP_KEYS < n_ctx ? j + GROUP_KEYS : n_ctx;
-        if (j == 0)
-            for (int b = 0; b < va; b += GROUP_KEYS) prefetch_block(v, b, n_ctx, stride, hd, f16);
         prefetch_block(v, j + va, n_ctx, stride, hd, f16);
         for (int h = 0; h < G; h++) pv_row(out + (size_t)h * hd, scores + (size_t)h * n_ctx, v, j, j1, stride, hd, j == 0, f16);
     }

@@ -182,7 +182,7 @@ static inline __m256 hsum8(const __m512 v[8]) {
  * loop prefetches the keys KEYS_AHEAD_BYTES ahead into L1 (16 KiB: 3.1-3.3 us; 8 KiB 3.2-3.4, 32
  * KiB 3.5-3.7) and KEYS_AHEAD_L2_BYTES ahead into L2, and dec_pv the values VALUES_AHEAD_L2_BYTES
  * ahead into L2 as it reads them; a group whose values are at most VALUES_SCORES_L2_BYTES has
- * them taken into L2 by the score loop instead, block by block, for dec_pv right after.
+ * them taken into L2 by the score loop as well, block by block, for dec_pv right after.
  * Until session 31 that last rule had held up to 512 KiB of values, and no other value or far key
  * was prefetched: against it these decode Qwen3-0.6B Q4_0 (2 threads, F16 cache, Zen 5, one
  * process, alternating rounds) with 0.76-0.84 of the attention time at context 1024 (0.89-0.94 of
@@ -219,7 +219,7 @@ INL void dec_scores(float *sc, int ns, const float *q, int G, const void *k, con
         size_t kb = ts_kv_idx(j, stride, NV * 16);
         if (j + ahead < n)
             prefetch_rows(k, ts_kv_idx(j + ahead, stride, NV * 16), n - j - ahead < 8 ? n - j - ahead : 8, NV, f16, 0);
-        if (far && j + far < n)
+        if (j + far < n)
             prefetch_rows(k, ts_kv_idx(j + far, stride, NV * 16), n - j - far < 8 ? n - j - far : 8, NV, f16, 1);
         if (v_l2) prefetch_rows(v, kb, nk, NV, f16, 1);
         for (int h = 0; h < G; h += 2) {
