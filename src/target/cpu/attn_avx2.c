@@ -147,10 +147,11 @@ INL void pv_row(float *out, const float *p, const void *v, int j0, int j1, int s
 #define GROUP_KEYS 32
 
 /* Decode reads the cache from DRAM, so both loops prefetch into L1 the rows KEYS_AHEAD_BYTES
- * (keys) and VALUES_AHEAD_BYTES (values) ahead, rounded up to whole blocks of GROUP_KEYS rows. Without them, Qwen3-0.6B
- * Q4_0 on this variant (2 threads, F16 cache, Zen 5, one process, alternating rounds) took 1.17
- * (context 128) to 1.22 (4096) times the attention time, 1.13 at 4096 of the token; prefetching
- * into L2 as well, 32 / 24 KiB ahead, was no faster (docs/performance.md, session 31). */
+ * (keys) and VALUES_AHEAD_BYTES (values) ahead, rounded up to whole blocks of GROUP_KEYS rows.
+ * Without them, Qwen3-0.6B Q4_0 on this variant (2 threads, F16 cache, Zen 5, one process,
+ * alternating rounds) took 1.17 (context 128) to 1.22 (4096) times the attention time, 1.13 at
+ * 4096 of the token; prefetching into L2 as well, 32 / 24 KiB ahead, was no faster
+ * (docs/performance.md, session 31). */
 #define KEYS_AHEAD_BYTES 8192
 #define VALUES_AHEAD_BYTES 4096
 _Static_assert(TS_KV_BLOCK % GROUP_KEYS == 0, "a block of keys is one run of the cache");
