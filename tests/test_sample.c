@@ -101,6 +101,7 @@ static void test_threshold_path(void) {
     const struct { float temp, top_p, min_p; } mix[] = {
         {1.0f, 0.9f, 0}, {0.7f, 0.95f, 0.05f}, {1.3f, 1.0f, 0.1f}, {1.0f, 0.5f, 0}, {2.0f, 0.99f, 0.01f},
         {1.0f, 1.0f, 0},
+        {1.0f, 0.99999994f, 0}, /* the largest top-p below 1: the threshold ends with every logit */
     };
     for (size_t c = 0; c < sizeof mix / sizeof mix[0]; c++) {
         ts_sampler *s1 = mk(V, mix[c].temp, 0, mix[c].top_p, mix[c].min_p, 1, 99);
@@ -471,8 +472,8 @@ static int cmp_lp(const void *a, const void *b) {
 /* Log-probabilities over a vocabulary the size of Qwen3's, against the sum in double: the sum of
  * e^(x - max) runs four lanes at a time on exp_poly.h's polynomial (sample.c), each term within
  * 1.22 ulp of e^x, so log(sum) is off by at most 1.5e-7 and each result by that plus its own
- * rounding (x - max is exact here: every logit within a factor 2 of the maximum, -38). Most logits
- * spread over the 20 below the maximum, where every term counts, some far below e^-87 of it;
+ * rounding (x - max is exact for every logit whose term counts: those within a factor 2 of the
+ * maximum, -38). Most logits spread over the 20 below the maximum, some far below e^-87 of it;
  * -inf and NaN inside vector blocks and in the scalar tail; lengths that leave 0-3 logits to
  * the tail. */
 static void logprobs_large_vocab(void) {
