@@ -29,13 +29,21 @@ expect() {
 skip() {
     echo "SKIP: $*"
     echo "$NAME: $pass passed, $fail failed"
-    [ "$fail" -eq 0 ] && exit 77
+    [ "$fail" -eq 0 ] && { remove_tmp; exit 77; }
     exit 1
+}
+
+# remove_tmp: a passing test's scratch directory goes (its synth checkpoints add up to gigabytes
+# across the release and sanitizer builds); a failing one's stays for inspection, and so does
+# every one under TS_KEEP_TMP=1
+remove_tmp() {
+    case "${TS_KEEP_TMP:-0}" in 0 | "") rm -rf "$TMP" ;; esac
 }
 
 # finish: the summary line and the exit status
 finish() {
     echo "$NAME: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ] && remove_tmp
     [ "$fail" -eq 0 ]
 }
 
