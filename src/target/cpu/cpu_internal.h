@@ -126,12 +126,6 @@ struct ts_cpu {
      * one thread doing the row while the others idle. (The LM head does the same whenever it
      * runs one row, fused or not.) */
     int own_rows;
-    /* A decode row whose q, k and v rows, qk_norm, rope, cache store and attention are all split
-     * by kv head groups (the thread count divides the kv heads): each thread then reads only what
-     * it wrote itself from its GEMV to the end of attention, and the layer runs as one region
-     * with a barrier after attention, o_proj and gate_up (cpu_steps.c, run_layer). */
-    int kv_split;
-    double prof_mark; /* kv_split: when thread 0 ended attention, for the D3 profile slot */
     float *rope_cs; /* (chunk, head_dim): cos then sin for each row's position */
     /* per-call state read by the dispatch functions */
     int S, pos0, layer, lg_row0, lg_rows;
@@ -154,7 +148,6 @@ enum { CPU_PROF_D1, CPU_PROF_D2, CPU_PROF_D3, CPU_PROF_LM_HEAD, CPU_PROF_STEP0 }
 /* cpu_steps.c: the step list as stages; a fused plan runs a group of stages in one region
  * separated by barriers, an unfused plan runs each stage as its own region. */
 void ts_cpu_run_layer(ts_cpu *c);
-extern int ts_cpu_kv_split_off;
 void ts_cpu_run_stage(ts_cpu *c, ts_step step);
 /* Runs fn as one timed parallel region into profile slot `slot`. */
 void ts_cpu_dispatch(ts_cpu *c, ts_pool_fn fn, int slot);

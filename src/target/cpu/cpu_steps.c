@@ -18,8 +18,6 @@
 #include "target/cpu/rows.h"
 #include "core/clock.h"
 
-int ts_cpu_kv_split_off; /* scratch A/B switch */
-
 /* ---- small row kernels (plain C; the silu in rows_avx2.c) ---- */
 
 /* The sum of squares in double as the oracle's, but in 8 partial sums: one chain of dependent
@@ -169,9 +167,8 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     const cpu_layer *L = &c->L[c->layer];
     int S = c->S, H = cf->n_embd, Q = cf->n_heads * cf->head_dim, KV = cf->n_kv_heads * cf->head_dim;
-    int NT = Q + 2 * KV, a, b, g0, g1;
+    int NT = Q + 2 * KV, a, b;
     ts_cpu_split(NT, ith, nth, 4, &a, &b);
-    ts_cpu_split(cf->n_kv_heads, ith, nth, 1, &g0, &g1);
     const struct {
         cpu_mat w;
         const float *bias;
@@ -180,10 +177,6 @@ static void st_qkv(ts_cpu *c, int ith, int nth) {
     for (int p = 0; p < 3; p++) {
         int lo = a > parts[p].off ? a : parts[p].off;
         int hi = b < parts[p].off + parts[p].n ? b : parts[p].off + parts[p].n;
-        if (c->kv_split) { /* the rows of this thread's kv groups: q heads g0 * group.., k and v heads g0.. */
-            int per = parts[p].n / cf->n_kv_heads;
-            lo = parts[p].off + g0 * per, hi = parts[p].off + g1 * per;
-        }
         if (lo >= hi) continue;
         ts_cpu_gemm_mat(c, parts[p].w, c->qkv + parts[p].off, NT, xn_in(c, ith), c->Hp, c->Hp, S, lo - parts[p].off,
                         hi - parts[p].off, ts_cpu_tile_for(c, S, parts[p].n, H));
@@ -420,41 +413,13 @@ static const struct stage {
     [TS_STEP_DOWN] = {st_down, 2, 0},
 };
 
-/* Whether the threads meet after stage i of the region being run. Under kv_split the region is
- * the whole layer: from attn_norm to the end of attention a thread reads only rows it wrote, and
- * the group boundaries after attention turn into barriers. */
-static int barrier_after(const ts_cpu *c, int i) {
-    if (i >= c->st_last || (c->kv_split && i < TS_STEP_ATTENTION)) return 0;
-    int bar = k_stages[i].barrier_after;
-    if (k_stages[i + 1].group != k_stages[i].group) bar = 1;
-    return bar && !(bar == 2 && c->own_rows);
-}
-
 static void run_stages(void *ctx, int ith, int nth) {
     ts_cpu *c = ctx;
-    /* a whole-layer region: thread 0 times D1 and D2 for the profile, the caller D3 */
-    double t0 = c->kv_split && ith == 0 ? ts_now_s() * 1e3 : 0;
     for (int i = c->st_first; i <= c->st_last; i++) {
         k_stages[i].fn(c, ith, nth);
-        if (barrier_after(c, i)) ts_pool_barrier(c->pool);
-        if (t0 && (i == TS_STEP_ROPE || i == TS_STEP_ATTENTION)) {
-            double t = ts_now_s() * 1e3;
-            int slot = i == TS_STEP_ROPE ? CPU_PROF_D1 : CPU_PROF_D2;
-            c->prof_ms[slot] += t - t0;
-            c->prof_calls[slot]++;
-            c->prof_mark = t0 = t;
-        }
+        int bar = k_stages[i].barrier_after;
+        if (bar && !(bar == 2 && c->own_rows) && i < c->st_last) ts_pool_barrier(c->pool);
     }
-}
-
-/* kv_split's condition: one decode row, a vector variant's group attention (which splits a
- * row's work by kv groups, as st_qkv and the head stages then do) and a thread count that
- * divides the kv heads, so that every thread's groups are the same in each stage. */
-static int split_by_groups(const ts_cpu *c) {
-    const ts_config *cf = c->c;
-    int group = cf->n_heads / cf->n_kv_heads;
-    return c->S == 1 && c->variant >= TS_CPU_AVX2 && group <= TS_ATTN_TILE && cf->n_kv_heads % c->nth == 0 &&
-           !ts_cpu_kv_split_off;
 }
 
 void ts_cpu_dispatch(ts_cpu *c, ts_pool_fn fn, int slot) {
@@ -465,7 +430,7 @@ void ts_cpu_dispatch(ts_cpu *c, ts_pool_fn fn, int slot) {
 }
 
 void ts_cpu_run_stage(ts_cpu *c, ts_step step) {
-    c->own_rows = c->kv_split = 0; /* a stage alone hands its rows to the next through the shared buffers */
+    c->own_rows = 0; /* a stage alone hands its rows to the next through the shared buffers */
     c->st_first = c->st_last = (int)step;
     ts_cpu_dispatch(c, run_stages, CPU_PROF_STEP0 + (int)step);
 }
@@ -473,15 +438,6 @@ void ts_cpu_run_stage(ts_cpu *c, ts_step step) {
 void ts_cpu_run_layer(ts_cpu *c) {
     if (!(c->disable & TS_OPT_FUSED)) {
         c->own_rows = c->S == 1;
-        c->kv_split = split_by_groups(c);
-        if (c->kv_split) {
-            c->st_first = 0, c->st_last = TS_N_STEPS - 1;
-            ts_pool_run(c->pool, run_stages, c);
-            c->prof_ms[CPU_PROF_D3] += ts_now_s() * 1e3 - c->prof_mark;
-            c->prof_calls[CPU_PROF_D3]++;
-            c->kv_split = 0;
-            return;
-        }
         for (int g = 0, i = 0; g < 3; g++) {
             c->st_first = i;
             while (i + 1 < TS_N_STEPS && k_stages[i + 1].group == g) i++;
