@@ -252,7 +252,9 @@ static void check_prefill(ts_gemm_q_fn fn, const char *name, ts_dtype dt, double
 }
 
 /* AMX against I16 bit for bit: y over all S x N (NaN outside [n0, n1) in both). */
-static void check_amx_bits(ts_dtype dt, const uint8_t *w, int S, int N, int K, int n0, int n1) {
+/* AMX against I16 on the stored rows w, and (r not NULL) AMX on the same rows in 16-block lane
+ * order r against them too: the packs read either layout. */
+static void check_amx_bits(ts_dtype dt, const uint8_t *w, const uint8_t *r, int S, int N, int K, int n0, int n1) {
     int ldx = K + 16;
     float *xp = malloc(sizeof(float) * (size_t)S * ldx), *x = malloc(sizeof(float) * K);
     float *a = malloc(sizeof(float) * (size_t)S * N), *b = malloc(sizeof(float) * (size_t)S * N);
@@ -263,9 +265,17 @@ static void check_amx_bits(ts_dtype dt, const uint8_t *w, int S, int N, int K, i
     for (size_t i = 0; i < (size_t)S * N; i++) a[i] = b[i] = NAN;
     prefill_i16(a, N, xp, ldx, w, dt, K, S, n0, n1, (ts_gemm_tile){0});
     prefill_amx(b, N, xp, ldx, w, dt, K, S, n0, n1, (ts_gemm_tile){0});
-    int same = !memcmp(a, b, sizeof(float) * (size_t)S * N);
-    printf("  amx %-4s S=%-4d N=%-6d K=%-5d rows [%d,%d): %s i16\n", ts_dtype_name(dt), S, N, K, n0, n1,
-           same ? "bit-identical to" : "DIFFERS from");
+    int same = !memcmp(a, b, sizeof(float) * (size_t)S * N), lanes = 1;
+    if (r) {
+        ts_dtype x16 = dt == TS_DTYPE_Q8_0 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;
+        for (size_t i = 0; i < (size_t)S * N; i++) b[i] = NAN;
+        prefill_amx(b, N, xp, ldx, r, x16, K, S, n0, n1, (ts_gemm_tile){0});
+        lanes = !memcmp(a, b, sizeof(float) * (size_t)S * N);
+        CHECK(lanes, "amx %s S=%d N=%d K=%d [%d,%d): on the lane order differs from i16 on stored rows",
+              ts_dtype_name(dt), S, N, K, n0, n1);
+    }
+    printf("  amx %-4s S=%-4d N=%-6d K=%-5d rows [%d,%d): %s i16%s\n", ts_dtype_name(dt), S, N, K, n0, n1,
+           same ? "bit-identical to" : "DIFFERS from", !r ? "" : lanes ? " (lane order too)" : " (lane order DIFFERS)");
     CHECK(same, "amx %s S=%d N=%d K=%d [%d,%d): differs from i16", ts_dtype_name(dt), S, N, K, n0, n1);
     free(xp), free(x), free(a), free(b);
 }
@@ -291,12 +301,14 @@ static int amx_main(void) {
     for (size_t d = 0; d < 2; d++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             int N = shapes[i].N, K = shapes[i].K;
-            uint8_t *w = random_q(dts[d], N, K);
+            uint8_t *w = random_q(dts[d], N, K), *r = malloc(ts_gemm_row_bytes(dts[d], K) * (size_t)N);
+            ts_x16_repack_rows(dts[d], r, w, K, 0, N);
             for (size_t j = 0; j < sizeof ss / sizeof ss[0]; j++) {
                 if (N >= 1024 && ss[j] != 2 && ss[j] != 17 && ss[j] != 128) continue; /* big shapes: three S */
-                check_amx_bits(dts[d], w, ss[j], N, K, 0, N);
-                if (N > 8) check_amx_bits(dts[d], w, ss[j], N, K, N / 3 + 1, N - 2);
+                check_amx_bits(dts[d], w, r, ss[j], N, K, 0, N);
+                if (N > 8) check_amx_bits(dts[d], w, r, ss[j], N, K, N / 3 + 1, N - 2);
             }
+            free(r);
             if (N >= 1024) { /* the oracle, as check_prefill */
                 check_shape(prefill_amx, "avx512 amx", dts[d], w, 128, N, K, 0, 64, prefill_bound(TS_Q_PREFILL_AMX));
                 check_shape(prefill_amx, "avx512 amx", dts[d], w, 128, N, K, N / 2 - 13, N / 2 + 51,
@@ -373,9 +385,9 @@ static void check_x16(ts_dtype dt) {
                 CHECK(same, "N=%d K=%d S=%d cols [%d,%d): lane order differs from stored", N, K, S, a0, a1);
                 same_all &= same;
             }
-            /* every prefill kernel (AMX never sees the lane order), and the batched decode */
+            /* every prefill kernel (AMX: its tiles where this machine has them, else I16), and
+             * the batched decode */
             for (int k = 0; k < TS_Q_PREFILL_COUNT && S >= 2; k++) {
-                if (k == TS_Q_PREFILL_AMX) continue;
                 ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y0, N, xp, K, w, dt, K, S, 0, N);
                 ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y1, N, xp, K, r, x16, K, S, 0, N);
                 int same = !memcmp(y0, y1, sizeof(float) * (size_t)S * N);

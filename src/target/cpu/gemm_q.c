@@ -192,18 +192,21 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
     }
 }
 
-/* Only for the AVX-512 VNNI kernels (the others read stored blocks) and not under AMX prefill
- * (its packs read stored blocks). By default Q4_0 only: on the Zen 5 VM the Q8_0 lane order
- * made its GEMV 1.35x faster from L2 but decode no faster from DRAM (1.751x vs 1.734x our BF16,
- * 1.823x vs 1.828x), while its prefill packs, which must put the blocks back, ran 1.1-1.5x
- * slower at S = 2-256 (Q4_0's: 0.93-1.10x). TESSERA_Q_LAYOUT=stored keeps every file's
- * layout, =lanes takes Q8_0 too (read at each session's creation, so one process can compare). */
+/* Only for the AVX-512 VNNI kernels (the others read stored blocks). Q4_0 always. Q8_0 where
+ * the AMX prefill runs: on the Intel Xeon with AMX its lane order decoded 1.067-1.078x the tok/s
+ * of the stored order (Llama-3.2-1B, Qwen3-0.6B; two sessions in one process, alternating
+ * rounds; docs/performance.md, session 32), and the AMX packs read either order at the same
+ * cost. Not elsewhere: on the Zen 5 VM (no AMX) the Q8_0 lane order made its GEMV 1.35x faster
+ * from L2 but decode no faster from DRAM (1.751x vs 1.734x our BF16, 1.823x vs 1.828x), while
+ * the I16 prefill packs, which must put the blocks back, ran 1.1-1.5x slower at S = 2-256 (Q4_0's:
+ * 0.93-1.10x). TESSERA_Q_LAYOUT=stored keeps every file's layout, =lanes takes Q8_0 too (read
+ * at each session's creation, so one process can compare). */
 int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if (dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) return 0;
     if (e && !strcmp(e, "stored")) return 0;
-    if (dt == TS_DTYPE_Q8_0 && !(e && !strcmp(e, "lanes"))) return 0;
-    return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() != TS_Q_PREFILL_AMX;
+    if (ts_cpu_gemm_q_for(v) != ts_cpu_gemm_q_avx512) return 0;
+    return dt == TS_DTYPE_Q4_0 || (e && !strcmp(e, "lanes")) || ts_cpu_avx512_q_prefill() == TS_Q_PREFILL_AMX;
 }
 
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v) {

@@ -71,21 +71,32 @@ static void prepare_x(uint8_t *h, uint8_t *l, float *dx, const float *xp, int ld
 
 /* W rows [n, n + nv) (nv <= 32; rows past nv zero), blocks [b0, b0 + nblk): per block two B
  * tiles (rows n.. and n + 16..; tile row r = 16 W rows x positions 4r..4r+3) and the 32 scales
- * d_w. Two blocks per 16 x 16-dword transpose, as the I8 panels pack them. */
+ * d_w. Two blocks per 16 x 16-dword transpose, as the I8 panels pack them. The rows as stored or
+ * in 16-block lane order (gemm.h): each block read through ts_qblk_at, so both give the same
+ * tiles. */
 static void pack_w(uint8_t *B, float *dw, const uint8_t *W, ts_dtype dt, int K, int n, int nv, int b0, int nblk) {
-    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    ts_dtype st = ts_x16_stored(dt);
     for (int t = 0; t < 2; t++) {
         int nrow = nv - 16 * t < 0 ? 0 : (nv - 16 * t > 16 ? 16 : nv - 16 * t);
         for (int b = 0; b < nblk; b += 2) {
             int two = b + 1 < nblk;
             __m512i r[16];
             for (int i = 0; i < 16; i++) {
-                const uint8_t *blk = W + (size_t)(n + 16 * t + i) * rb + (size_t)(b0 + b) * bb;
-                __m256i lo = i < nrow ? block_w8(blk, dt) : _mm256_setzero_si256();
-                __m256i hi = i < nrow && two ? block_w8(blk + bb, dt) : _mm256_setzero_si256();
+                const uint8_t *row = W + (size_t)(n + 16 * t + i) * rb;
+                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+                float d0 = 0.0f, d1 = 0.0f;
+                if (i < nrow) {
+                    ts_qblk q = ts_qblk_at(row, K, b0 + b, dt);
+                    lo = ts_qblk_w8(q, st), d0 = f16(q.scale);
+                    if (two) {
+                        q = ts_qblk_at(row, K, b0 + b + 1, dt);
+                        hi = ts_qblk_w8(q, st), d1 = f16(q.scale);
+                    }
+                }
                 r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                dw[(size_t)b * 32 + 16 * t + i] = i < nrow ? f16(blk) : 0.0f;
-                if (two) dw[(size_t)(b + 1) * 32 + 16 * t + i] = i < nrow ? f16(blk + bb) : 0.0f;
+                dw[(size_t)b * 32 + 16 * t + i] = d0;
+                if (two) dw[(size_t)(b + 1) * 32 + 16 * t + i] = d1;
             }
             ts_transpose16_epi32(r); /* r[q]: positions 4q..4q+3 of the 16 rows; r[8 + q]: next block */
             for (int e = 0; e < 1 + two; e++) {

@@ -31,12 +31,6 @@ static inline __attribute__((always_inline)) __m512i block_w16(const uint8_t *bl
     return _mm512_cvtepi8_epi16(ts_q4_w8(_mm_loadu_si128((const __m128i *)(blk + 2))));
 }
 
-/* the 32 codes of a block as int8 (Q4_0: code - 8) */
-static inline __attribute__((always_inline)) __m256i block_w8(const uint8_t *blk, ts_dtype dt) {
-    if (dt == TS_DTYPE_Q8_0) return _mm256_loadu_si256((const __m256i *)(blk + 2));
-    return ts_q4_w8(_mm_loadu_si128((const __m128i *)(blk + 2)));
-}
-
 /* Where block b of a row keeps its scale and its 16 or 32 code bytes: a stored block, or a
  * block of a row in 16-block lane order (gemm.h), whose code dwords lie 64 bytes apart in its
  * group. The prefill packs read either through this, so they need no second copy. */
