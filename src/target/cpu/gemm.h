@@ -107,7 +107,7 @@ typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const 
  * (Q4_0) or block 4 (i % 4) + i / 4 (Q8_0: the lanes the stored form's kernel sums its blocks
  * in, so both forms give the same bits). The same bytes per group and row as stored: the decode
  * GEMV loads a group as it lies, where the stored form needs a gather of the scales and shuffles
- * of the codes (gemm_q_avx512.c), and the prefill packs put each block back first. */
+ * of the codes (gemm_q_avx512.c), and the prefill packs (AMX's too) put each block back first. */
 #define TS_DTYPE_Q4_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 1))
 #define TS_DTYPE_Q8_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 2))
 static inline int ts_dtype_is_x16(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 || dt == TS_DTYPE_Q8_0X16; }
