@@ -37,7 +37,12 @@ skip() {
 # across the release and sanitizer builds); a failing one's stays for inspection, and so does
 # every one under TS_KEEP_TMP=1
 remove_tmp() {
-    case "${TS_KEEP_TMP:-0}" in 0 | "") rm -rf "$TMP" ;; esac
+    case "${TS_KEEP_TMP:-0}" in
+    0 | "")
+        # a server still running could write into the directory while it goes
+        for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
+        rm -rf "$TMP" 2>/dev/null || { sleep 0.2; rm -rf "$TMP"; } ;;
+    esac
 }
 
 # finish: the summary line and the exit status

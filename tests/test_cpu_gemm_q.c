@@ -296,7 +296,10 @@ static int amx_main(void) {
     static const struct {
         int N, K;
     } shapes[] = {{3072, 1024}, {1024, 2048}, {2048, 2048}, {8192, 2048}, {1024, 3072}, {2048, 8192},
-                  {3, 32},      {37, 64},     {67, 96},     {5, 2080},    {70, 288}};
+                  {3, 32},      {37, 64},     {67, 96},     {5, 2080},    {70, 288},
+                  /* whole 16-block groups and a tail of 9, 2 and 2 blocks (the lane order keeps
+                   * a tail as stored) */
+                  {45, 800},    {33, 1600},   {40, 1088}};
     static const int ss[] = {1, 2, 3, 5, 7, 13, 15, 16, 17, 40, 128};
     for (size_t d = 0; d < 2; d++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -339,7 +342,7 @@ static void check_x16(ts_dtype dt) {
     rng = 0x51afd7ed558ccd3dull;
     static const struct {
         int N, K;
-    } shapes[] = {{2048, 2048}, {1024, 3072}, {37, 2080}, {70, 288}, {5, 512}, {3, 32}};
+    } shapes[] = {{2048, 2048}, {1024, 3072}, {37, 2080}, {70, 288}, {5, 512}, {3, 32}, {45, 800}, {40, 1088}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int N = shapes[i].N, K = shapes[i].K, nb = K / TS_QBLOCK;
         size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)nb;

@@ -57,6 +57,7 @@ const char *th_tmpdir(const char *name) {
     int seen = 0;
     for (int i = 0; i < th_nmade && !seen; i++) seen = strcmp(th_made[i], buf) == 0;
     if (!seen && th_nmade < (int)(sizeof th_made / sizeof th_made[0])) th_made[th_nmade++] = strdup(buf);
+    else if (!seen) fprintf(stderr, "note: %s will not be removed (more than %d scratch directories)\n", buf, th_nmade);
     return buf;
 }
 
