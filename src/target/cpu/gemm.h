@@ -219,6 +219,12 @@ const char *ts_q_prefill_name(ts_q_prefill k);
  * 16-row tiles and repacking W per call, AMX was 0.6x I16 at 2 rows, 0.97x at 16, 1.09x at 32,
  * 1.25x at 64, Qwen3-0.6B Q8_0 on the Intel Xeon with AMX). */
 #define TS_AMX_MIN_S 32
+/* From this many rows on rows in 16-block lane order: the I16 packs put each Q8_0 block back
+ * from its group (ts_x16_unlane4), which made a 16-token prefill 0.80-0.86x of the stored
+ * order's, where the AMX packs ran it 1.06-1.09x; at 12 tokens AMX on the lane order and I16 on
+ * the stored order were alike, at 8 AMX 0.81-0.96x (tessera bench, Qwen3-0.6B and
+ * Llama-3.2-1B Q8_0, Intel Xeon, docs/performance.md session 32). Bits are I16's either way. */
+#define TS_AMX_MIN_S_X16 12
 void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,
                        int n1);
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);
