@@ -220,8 +220,8 @@ const char *ts_q_prefill_name(ts_q_prefill k);
  * 1.25x at 64, Qwen3-0.6B Q8_0 on the Intel Xeon with AMX). */
 #define TS_AMX_MIN_S 32
 /* From this many rows on rows in 16-block lane order: the I16 packs put each Q8_0 block back
- * from its group (ts_x16_unlane4), which made a 16-token prefill 0.80-0.86x of the stored
- * order's, where the AMX packs ran it 1.06-1.09x; at 12 tokens AMX on the lane order and I16 on
+ * from its group (ts_x16_unlane4), which made a 16-token prefill 0.80-0.91x of the stored
+ * order's, where the AMX packs ran it 1.04-1.10x; at 12 tokens AMX on the lane order and I16 on
  * the stored order were alike, at 8 AMX 0.81-0.96x (tessera bench, Qwen3-0.6B and
  * Llama-3.2-1B Q8_0, Intel Xeon, docs/performance.md session 32). Bits are I16's either way. */
 #define TS_AMX_MIN_S_X16 12
