@@ -251,9 +251,9 @@ static void check_prefill(ts_gemm_q_fn fn, const char *name, ts_dtype dt, double
     check_splits(fn, name, dt, 7, 200, 1024);
 }
 
-/* AMX against I16 bit for bit: y over all S x N (NaN outside [n0, n1) in both). */
-/* AMX against I16 on the stored rows w, and (r not NULL) AMX on the same rows in 16-block lane
- * order r against them too: the packs read either layout. */
+/* AMX against I16 bit for bit: y over all S x N (NaN outside [n0, n1) in both), on the stored
+ * rows w, and (r not NULL) AMX on the same rows in 16-block lane order r against them too: the
+ * packs read either layout. */
 static void check_amx_bits(ts_dtype dt, const uint8_t *w, const uint8_t *r, int S, int N, int K, int n0, int n1) {
     int ldx = K + 16;
     float *xp = malloc(sizeof(float) * (size_t)S * ldx), *x = malloc(sizeof(float) * K);

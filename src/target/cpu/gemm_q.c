@@ -193,14 +193,15 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
 }
 
 /* Only for the AVX-512 VNNI kernels (the others read stored blocks). Q4_0 always. Q8_0 where
- * the AMX prefill runs: on the Intel Xeon with AMX its lane order decoded 1.067-1.078x the tok/s
- * of the stored order (Llama-3.2-1B, Qwen3-0.6B; two sessions in one process, alternating
- * rounds; docs/performance.md, session 32); the AMX packs read either order, and run it from 12
- * rows (TS_AMX_MIN_S_X16): prompts under 12 tokens pay I16's unlaning (0.81-0.91x). Not elsewhere: on the Zen 5 VM (no AMX) the Q8_0 lane order made its GEMV 1.35x faster
- * from L2 but decode no faster from DRAM (1.751x vs 1.734x our BF16, 1.823x vs 1.828x), while
- * the I16 prefill packs, which must put the blocks back, ran 1.1-1.5x slower at S = 2-256 (Q4_0's:
- * 0.93-1.10x). TESSERA_Q_LAYOUT=stored keeps every file's layout, =lanes takes Q8_0 too (read
- * at each session's creation, so one process can compare). */
+ * the AMX prefill runs: on the Intel Xeon with AMX its lane order decoded 1.08-1.11x the tok/s of
+ * the stored order (Llama-3.2-1B, Qwen3-0.6B; two sessions in one process, alternating rounds;
+ * docs/performance.md, session 32); the AMX packs read either order and take it from 12 rows
+ * (TS_AMX_MIN_S_X16), so only prompts under 12 tokens pay the I16 packs' unlaning (0.81-0.91x
+ * at 4 tokens). Not elsewhere: on the Zen 5 VM (no AMX) the Q8_0 lane order made its GEMV 1.35x
+ * faster from L2 but decode no faster from DRAM (1.751x vs 1.734x our BF16, 1.823x vs 1.828x),
+ * while the I16 prefill packs, which must put the blocks back, ran 1.1-1.5x slower at S = 2-256
+ * (Q4_0's: 0.93-1.10x). TESSERA_Q_LAYOUT=stored keeps every file's layout, =lanes takes Q8_0 too
+ * (read at each session's creation, so one process can compare). */
 int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if (dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) return 0;

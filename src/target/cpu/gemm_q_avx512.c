@@ -876,7 +876,7 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
     case TS_Q_PREFILL_BF16: ts_cpu_gemm_q_bf16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I8: q_prefill_i8(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
-    case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); below 32 rows I16 is as fast or faster */
+    case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); I16 below 32 rows, 12 on the lane order (gemm.h) */
         if (S >= (ts_dtype_is_x16(dt) ? TS_AMX_MIN_S_X16 : TS_AMX_MIN_S)) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         break;
