@@ -223,7 +223,8 @@ const char *ts_q_prefill_name(ts_q_prefill k);
  * from its group (ts_x16_unlane4), which made a 16-token prefill 0.80-0.91x of the stored
  * order's, where the AMX packs ran it 1.04-1.10x; at 12 tokens AMX on the lane order and I16 on
  * the stored order were alike, at 8 AMX 0.81-0.96x (tessera bench, Qwen3-0.6B and
- * Llama-3.2-1B Q8_0, Intel Xeon, docs/performance.md session 32). Bits are I16's either way. */
+ * Llama-3.2-1B Q8_0, Intel Xeon, docs/performance.md session 32). Q4_0 in lane order on this rule
+ * ran 0.96-1.08x the stored order at 8 tokens and 0.99-1.22x at 12-24. Bits are I16's either way. */
 #define TS_AMX_MIN_S_X16 12
 void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,
                        int n1);
