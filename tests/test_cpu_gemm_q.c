@@ -413,7 +413,8 @@ static void check_x16(ts_dtype dt) {
             }
             free(xp), free(x), free(y0), free(y1);
         }
-        printf("  avx512 %s in 16-block lane order N=%-5d K=%-5d: blocks %s, rows %s, every kernel %s\n", ts_dtype_name(dt), N, K,
+        printf("  avx512 %s in 16-block lane order%s N=%-5d K=%-5d: blocks %s, rows %s, every kernel %s\n", ts_dtype_name(dt),
+               dt != TS_DTYPE_Q4_0 ? "" : ts_cpu_q_gfni() ? " (GFNI nibbles)" : " (shifted nibbles)", N, K,
                blocks_ok ? "round-trip" : "DIFFER", rows_ok ? "dequantize alike" : "DIFFER",
                same_all ? "bit-identical to stored" : "DIFFERS");
         free(w), free(r);
@@ -472,7 +473,13 @@ int main(int argc, char **argv) {
             check_prefill(fn, name, dt, bound);
         }
         if (fn != ts_cpu_gemm_q_avx512) continue;
-        check_x16(TS_DTYPE_Q4_0);
+        check_x16(TS_DTYPE_Q4_0); /* its high nibbles by GFNI where the CPU has it */
+        if (ts_cpu_q_gfni()) { /* and the shift-and-mask form AVX-512 cores without GFNI run */
+            ts_cpu_q_gfni_set(0);
+            check_x16(TS_DTYPE_Q4_0);
+            ts_cpu_q_gfni_set(1);
+            CHECK(ts_cpu_q_gfni(), "GFNI split not restored");
+        } else printf("  Q4_0 lane order: no GFNI on this CPU, only the shift-and-mask split ran\n");
         check_x16(TS_DTYPE_Q8_0);
         /* every AVX-512 prefill kernel, whichever this machine picks (AMX: `test_cpu_gemm_q amx`) */
         for (int k = 0; k < TS_Q_PREFILL_COUNT; k++) {

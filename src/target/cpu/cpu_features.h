@@ -12,6 +12,7 @@ typedef enum ts_cpu_variant {
 
 typedef struct ts_cpu_features {
     int avx2, fma, f16c, avx512f, avx512bw, avx512vl, avx512bf16, avx512vnni;
+    int gfni; /* GF2P8AFFINEQB (CPUID 7.0 ECX bit 8): the Q4_0 decode's nibble split on AVX-512 */
     int amx_int8; /* AMX-TILE + AMX-INT8 listed and their state enabled in XCR0 (still needs arch_prctl) */
     char brand[64];
 } ts_cpu_features;

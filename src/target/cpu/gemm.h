@@ -178,6 +178,11 @@ void ts_cpu_gemm_q_avx2(float *y, int ldy, const float *xp, int ldx, const void 
  * avx512_vnni; without it that variant runs the AVX2 kernel). */
 void ts_cpu_gemm_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1, ts_gemm_tile tile);
+/* The AVX-512 decode of Q4_0 in lane order splits the high nibbles with GFNI where CPUID has
+ * it (same bits either way). Tests turn it off (on = 0) to run the shift-and-mask form as well;
+ * returns the previous setting. Not for use while another thread decodes. */
+int ts_cpu_q_gfni_set(int on);
+int ts_cpu_q_gfni(void); /* 1 while that split runs */
 /* The FP32-panel prefill on dequantized weights, S >= 1 (the vector variants' S >= 2 path
  * before the AVX-512 kernels below; still AVX2's, and AVX-512's where FP32 FMA is the faster
  * instruction). */

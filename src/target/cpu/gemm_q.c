@@ -229,8 +229,8 @@ const char *ts_cpu_gemm_q_name(ts_cpu_variant v) {
         static char name[TS_Q_PREFILL_COUNT][256];
         ts_q_prefill k = ts_cpu_avx512_q_prefill();
         snprintf(name[k], sizeof name[k],
-                 "decode vpdpbusd zmm on byte-split 16-bit x, 16 blocks per scaling, AVX-512 VNNI; prefill %s",
-                 pre[k]);
+                 "decode vpdpbusd zmm on byte-split 16-bit x, 16 blocks per scaling, AVX-512 VNNI%s; prefill %s",
+                 ts_cpu_q_gfni() ? " (Q4_0 nibbles split by GFNI)" : "", pre[k]);
         return name[k];
     }
     if (f == ts_cpu_gemm_q_avx2) return "decode vpmaddwd ymm on 16-bit x, prefill FP32 FMA ymm on dequantized W";

@@ -8,9 +8,11 @@
  * (CMakeLists.txt); used only when CPUID has it. */
 #include <immintrin.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "target/cpu/cpu_features.h"
 #include "target/cpu/gemm.h"
 #include "target/cpu/gemm_panels_avx512.h"
 #include "target/cpu/gemm_q_blocks_avx512.h"
@@ -72,7 +74,8 @@ void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K) {
 #define QG 16 /* blocks per group */
 typedef struct qgx {
     const uint8_t *hi, *lo; /* K bytes each, laid out as above, whole groups only */
-    const int32_t *corr;    /* the correction term per block, in the group's lane order */
+    const int32_t *ncorr;   /* minus the correction term per block, in the group's lane order: the
+                             * low-byte sums start from it */
     const float *d;         /* d_x per block, in the group's lane order */
 } qgx;
 
@@ -123,12 +126,12 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
         for (int i = 0; i < QG; i++) {
             size_t b = (size_t)g * QG + (q8 ? qg_lane_block(i) : i);
             __m512i x = _mm512_loadu_si512(qx.q + b * TS_QBLOCK);
-            corr[g * QG + i] = q8 ? 32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones))
-                                  : 8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones));
+            corr[g * QG + i] = q8 ? -32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones))
+                                  : -8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones));
             d[g * QG + i] = qx.d[b];
         }
     }
-    o->hi = hi, o->lo = lo, o->corr = corr, o->d = d;
+    o->hi = hi, o->lo = lo, o->ncorr = corr, o->d = d;
 }
 
 /* vpermt2d indices of a unit's codes (blocks k = 0..3 at bytes 18k of the unit; block k's codes
@@ -252,7 +255,7 @@ static inline __attribute__((always_inline)) __m512 qg_group_x(__m512 acc, const
         __m512i t1 = _mm512_add_epi32(_mm512_unpacklo_epi32(u[2], u[3]), _mm512_unpackhi_epi32(u[2], u[3]));
         t = _mm512_add_epi32(_mm512_unpacklo_epi64(t0, t1), _mm512_unpackhi_epi64(t0, t1));
     }
-    t = _mm512_sub_epi32(t, _mm512_loadu_si512(x4->corr + b));
+    t = _mm512_add_epi32(t, _mm512_loadu_si512(x4->ncorr + b));
     return _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(w->dw, _mm512_loadu_ps(x4->d + b)), acc);
 }
 
@@ -283,12 +286,23 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
     return _mm512_reduce_add_ps(qg_tail(acc, row, qx, b, nb, dt));
 }
 
+/* Q4_0's high nibbles as bytes 0..15 in one instruction where the core has GFNI (gf): an affine
+ * map over GF(2) per byte, bits 4-7 to bits 0-3 (matrix rows 0x10, 0x20, 0x40, 0x80 for result
+ * bits 0-3), instead of a shift and a mask. Inline assembly, so no function needs a GFNI target
+ * and the file runs unchanged on AVX-512 cores without it (Cooper Lake), which take the shift. */
+static inline __attribute__((always_inline)) __m512i q4_high_nibbles(__m512i q, __m512i m4, int gf) {
+    if (!gf) return _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+    __m512i r;
+    __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(q), "v"(_mm512_set1_epi64(0x1020408000000000LL)));
+    return r;
+}
+
 /* Code vectors j of a lane-form group (p: the group's first code byte, after its 32 bytes of
  * scales), each loaded once: c0 / c1 for the products with the low bytes of x, u0 / u1 for those
  * with the high bytes (Q8_0: the codes + 128, as qg_group_x); flip and m4 are the caller's
- * constants. A macro: an inline function that also folded the block sums cost the four-row
- * kernel 10-15% (19 -> 21-22 cycles per group with prefetch), this form nothing. */
-#define X16_CODES(p, j, q8, c0, c1, u0, u1)                                                                \
+ * constants, gf as q4_high_nibbles. A macro: an inline function that also folded the block sums
+ * cost the four-row kernel 10-15% (19 -> 21-22 cycles per group with prefetch), this form nothing. */
+#define X16_CODES(p, j, q8, gf, c0, c1, u0, u1)                                                            \
     do {                                                                                                    \
         if (q8) {                                                                                           \
             c0 = _mm512_loadu_si512((p) + 64 * (j)), c1 = _mm512_loadu_si512((p) + 256 + 64 * (j));          \
@@ -298,7 +312,7 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
             __m512i q_ = _mm512_loadu_si512((p) + 64 * (j));                                                 \
             __asm__("" : "+v"(q_));                                                                         \
             u0 = c0 = _mm512_and_si512(q_, m4);                                                             \
-            u1 = c1 = _mm512_and_si512(_mm512_srli_epi16(q_, 4), m4);                                       \
+            u1 = c1 = q4_high_nibbles(q_, m4, gf);                                                          \
         }                                                                                                   \
     } while (0)
 
@@ -316,7 +330,7 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
  * takes R rows only while (R - 1) * (row bytes) fits in the farther distance (x16_rows). */
 static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const uint8_t *W, size_t rb, int R,
                                                                 ts_gemm_qx qx, const qgx *x4, int nb, ts_dtype dt,
-                                                                ts_pf pf) {
+                                                                int gf, ts_pf pf) {
     const int q8 = dt == TS_DTYPE_Q8_0X16;
     const size_t bb = q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2, gb = QG * bb;
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
@@ -326,28 +340,28 @@ static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const u
     for (int g = 0; g < ng; g++, b += QG) {
         const uint8_t *xh = x4->hi + (size_t)b * TS_QBLOCK, *xl = x4->lo + (size_t)b * TS_QBLOCK;
         ts_pf_lines(W + (size_t)g * gb * (size_t)R, pf, (int)((gb * (size_t)R + 63) / 64));
-        __m512i h0[4], h1[4], l0[4], l1[4];
-        for (int r = 0; r < R; r++) h0[r] = h1[r] = l0[r] = l1[r] = z;
+        /* one chain per row for the high bytes and one for the low, the low one starting from the
+         * correction: 2 adds and a subtraction fewer per row and group than four chains from zero
+         * (R rows keep 2R chains in flight, and the next group's are independent) */
+        __m512i ih[4], il[4];
+        const __m512i ncorr = _mm512_loadu_si512(x4->ncorr + b);
+        for (int r = 0; r < R; r++) ih[r] = z, il[r] = ncorr;
         for (int j = 0; j < 4; j++) {
             __m512i xh0 = _mm512_loadu_si512(xh + 64 * j), xh1 = _mm512_loadu_si512(xh + 256 + 64 * j);
             __m512i xl0 = _mm512_loadu_si512(xl + 64 * j), xl1 = _mm512_loadu_si512(xl + 256 + 64 * j);
             for (int r = 0; r < R; r++) {
                 const uint8_t *p = W + (size_t)r * rb + (size_t)b * bb + 32;
                 __m512i c0, c1, u0, u1;
-                X16_CODES(p, j, q8, c0, c1, u0, u1);
-                h0[r] = _mm512_dpbusd_epi32(h0[r], u0, xh0);
-                h1[r] = _mm512_dpbusd_epi32(h1[r], u1, xh1);
-                l0[r] = _mm512_dpbusd_epi32(l0[r], xl0, c0);
-                l1[r] = _mm512_dpbusd_epi32(l1[r], xl1, c1);
+                X16_CODES(p, j, q8, gf, c0, c1, u0, u1);
+                ih[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ih[r], u0, xh0), u1, xh1);
+                il[r] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(il[r], xl0, c0), xl1, c1);
             }
         }
-        const __m512i corr = _mm512_loadu_si512(x4->corr + b);
         const __m512 dx = _mm512_loadu_ps(x4->d + b);
         for (int r = 0; r < R; r++) {
             __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(W + (size_t)r * rb + (size_t)b * bb)));
-            __m512i t = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(h0[r], h1[r]), 8),
-                                         _mm512_add_epi32(l0[r], l1[r]));
-            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(t, corr)), _mm512_mul_ps(dw, dx), acc[r]);
+            __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[r], 8), il[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, dx), acc[r]);
         }
     }
     for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(qg_tail(acc[r], W + (size_t)r * rb, qx, b, nb, dt));
@@ -358,7 +372,7 @@ static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const u
  * output has the single decode's bits). */
 static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_t ldy, const uint8_t *row,
                                                                   const ts_gemm_qx *qx, const qgx *x4, int X, int nb,
-                                                                  ts_dtype dt, ts_pf pf) {
+                                                                  ts_dtype dt, int gf, ts_pf pf) {
     const int q8 = dt == TS_DTYPE_Q8_0X16;
     const size_t bb = q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
@@ -368,24 +382,22 @@ static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_
     for (int g = 0; g < ng; g++, b += QG) {
         const uint8_t *p = row + (size_t)b * bb;
         ts_pf_lines(p, pf, (int)((QG * bb + 63) / 64));
-        __m512i h0[4], h1[4], l0[4], l1[4];
-        for (int x = 0; x < X; x++) h0[x] = h1[x] = l0[x] = l1[x] = z;
+        __m512i ih[4], il[4]; /* the chains of rows_dot_x16 */
+        for (int x = 0; x < X; x++) ih[x] = z, il[x] = _mm512_loadu_si512(x4[x].ncorr + b);
         for (int j = 0; j < 4; j++) {
             __m512i c0, c1, u0, u1;
-            X16_CODES(p + 32, j, q8, c0, c1, u0, u1);
+            X16_CODES(p + 32, j, q8, gf, c0, c1, u0, u1);
             for (int x = 0; x < X; x++) {
                 const uint8_t *xh = x4[x].hi + (size_t)b * TS_QBLOCK + 64 * j, *xl = x4[x].lo + (size_t)b * TS_QBLOCK + 64 * j;
-                h0[x] = _mm512_dpbusd_epi32(h0[x], u0, _mm512_loadu_si512(xh));
-                h1[x] = _mm512_dpbusd_epi32(h1[x], u1, _mm512_loadu_si512(xh + 256));
-                l0[x] = _mm512_dpbusd_epi32(l0[x], _mm512_loadu_si512(xl), c0);
-                l1[x] = _mm512_dpbusd_epi32(l1[x], _mm512_loadu_si512(xl + 256), c1);
+                ih[x] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ih[x], u0, _mm512_loadu_si512(xh)), u1,
+                                            _mm512_loadu_si512(xh + 256));
+                il[x] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(il[x], _mm512_loadu_si512(xl), c0),
+                                            _mm512_loadu_si512(xl + 256), c1);
             }
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
         for (int x = 0; x < X; x++) {
-            __m512i t = _mm512_add_epi32(_mm512_slli_epi32(_mm512_add_epi32(h0[x], h1[x]), 8),
-                                         _mm512_add_epi32(l0[x], l1[x]));
-            t = _mm512_sub_epi32(t, _mm512_loadu_si512(x4[x].corr + b));
+            __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[x], 8), il[x]);
             acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_loadu_ps(x4[x].d + b)), acc[x]);
         }
     }
@@ -400,7 +412,7 @@ static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_
  * single decode's, and the FP32 steps are its own: each output has the single decode's bits. */
 static inline __attribute__((always_inline)) void tile_x16_2x2(float *y, size_t ldy, const uint8_t *W, size_t rb,
                                                                 const ts_gemm_qx *qx, const qgx *x4, int nb,
-                                                                ts_dtype dt, ts_pf pf) {
+                                                                ts_dtype dt, int gf, ts_pf pf) {
     const int q8 = dt == TS_DTYPE_Q8_0X16;
     const size_t bb = q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2, gb = QG * bb;
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
@@ -410,7 +422,10 @@ static inline __attribute__((always_inline)) void tile_x16_2x2(float *y, size_t 
     for (int g = 0; g < ng; g++, b += QG) {
         ts_pf_lines(W + (size_t)g * gb * 2, pf, (int)((gb * 2 + 63) / 64));
         __m512i ih[2][2], il[2][2];
-        for (int r = 0; r < 2; r++) ih[r][0] = ih[r][1] = il[r][0] = il[r][1] = z;
+        for (int x = 0; x < 2; x++) {
+            const __m512i ncorr = _mm512_loadu_si512(x4[x].ncorr + b); /* the low chains start from it */
+            ih[0][x] = ih[1][x] = z, il[0][x] = il[1][x] = ncorr;
+        }
         for (int j = 0; j < 4; j++) {
             __m512i xh0[2], xh1[2], xl0[2], xl1[2];
             for (int x = 0; x < 2; x++) {
@@ -421,7 +436,7 @@ static inline __attribute__((always_inline)) void tile_x16_2x2(float *y, size_t 
             for (int r = 0; r < 2; r++) {
                 const uint8_t *p = W + (size_t)r * rb + (size_t)b * bb + 32;
                 __m512i c0, c1, u0, u1;
-                X16_CODES(p, j, q8, c0, c1, u0, u1);
+                X16_CODES(p, j, q8, gf, c0, c1, u0, u1);
                 for (int x = 0; x < 2; x++) {
                     ih[r][x] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ih[r][x], u0, xh0[x]), u1, xh1[x]);
                     il[r][x] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(il[r][x], xl0[x], c0), xl1[x], c1);
@@ -432,7 +447,6 @@ static inline __attribute__((always_inline)) void tile_x16_2x2(float *y, size_t 
             __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(W + (size_t)r * rb + (size_t)b * bb)));
             for (int x = 0; x < 2; x++) {
                 __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[r][x], 8), il[r][x]);
-                t = _mm512_sub_epi32(t, _mm512_loadu_si512(x4[x].corr + b));
                 acc[r][x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_loadu_ps(x4[x].d + b)), acc[r][x]);
             }
         }
@@ -458,7 +472,7 @@ static inline ts_pf_kind pf_kind(ts_dtype dt) {
 static inline ts_dtype x_kind(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 ? TS_DTYPE_Q4_0 : dt; }
 
 static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_qx qx, const uint8_t *W, int K,
-                                                              int n0, int n1, ts_dtype dt) {
+                                                              int n0, int n1, ts_dtype dt, int gf) {
     int nb = K / TS_QBLOCK, ng = nb / QG;
     size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * QG * TS_QBLOCK;
     uint8_t sbuf[2 * TS_GEMM_QX_MAX] __attribute__((aligned(64)));
@@ -483,10 +497,10 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
     if (ts_dtype_is_x16(dt)) { /* four rows at a time (x16_rows), the last 0-3 by two and one */
         int R = x16_rows(rb, pf);
         if (R == 4)
-            for (; n + 4 <= n1; n += 4) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 4, qx, &x4, nb, dt, pf);
+            for (; n + 4 <= n1; n += 4) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 4, qx, &x4, nb, dt, gf, pf);
         if (R >= 2)
-            for (; n + 2 <= n1; n += 2) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 2, qx, &x4, nb, dt, pf);
-        for (; n < n1; n++) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 1, qx, &x4, nb, dt, pf);
+            for (; n + 2 <= n1; n += 2) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 2, qx, &x4, nb, dt, gf, pf);
+        for (; n < n1; n++) rows_dot_x16(y + n, W + (size_t)n * rb, rb, 1, qx, &x4, nb, dt, gf, pf);
     }
     for (; n < n1; n++) y[n] = row_dot_g(W + (size_t)n * rb, qx, &x4, nb, dt, pf);
     ts_pf_end(kind, c, t0, bytes);
@@ -500,7 +514,7 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
 #define QG_BATCH_STACK 65536 /* bytes of hi + lo for all rows */
 static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
                                                                     const uint8_t *W, int K, int n0, int n1,
-                                                                    ts_dtype dt) {
+                                                                    ts_dtype dt, int gf) {
     int nb = K / TS_QBLOCK, ng = nb / QG;
     size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * QG * TS_QBLOCK, per = 2 * kg;
     size_t aux = (sizeof(int32_t) + sizeof(float)) * (size_t)nb;
@@ -536,10 +550,10 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
                 float *ys = y + (size_t)s * ldy + n;
                 const uint8_t *row = W + (size_t)n * rb;
                 ts_pf p = s ? none : pf;
-                if (s + 2 <= S) tile_x16_2x2(ys, (size_t)ldy, row, rb, qx + s, x4 + s, nb, dt, p);
+                if (s + 2 <= S) tile_x16_2x2(ys, (size_t)ldy, row, rb, qx + s, x4 + s, nb, dt, gf, p);
                 else
                     for (int r = 0; r < 2; r++)
-                        row_dot_x16_xs(ys + r, (size_t)ldy, row + (size_t)r * rb, qx + s, x4 + s, 1, nb, dt, none);
+                        row_dot_x16_xs(ys + r, (size_t)ldy, row + (size_t)r * rb, qx + s, x4 + s, 1, nb, dt, gf, none);
             }
         for (; n < n1; n++) /* up to 4 x rows at a time (the W row stays in L1 for the next 4) */
             for (int s = 0; s < S; s += 4) {
@@ -547,10 +561,10 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
                 const uint8_t *row = W + (size_t)n * rb;
                 ts_pf p = s ? none : pf;
                 switch (S - s < 4 ? S - s : 4) {
-                case 1: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, p); break;
-                case 2: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, p); break;
-                case 3: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, p); break;
-                default: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, p); break;
+                case 1: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf, p); break;
+                case 2: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf, p); break;
+                case 3: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, gf, p); break;
+                default: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, gf, p); break;
                 }
             }
     }
@@ -570,29 +584,47 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     free(heap);
 }
 
-/* One function per type with the type a constant, so the kernels are specialized for it. */
+/* GFNI for Q4_0's high nibbles (q4_high_nibbles): CPUID's answer unless a test turned it off.
+ * Measured on the Intel Xeon with AMX, Q4_0 in lane order, with this file's two-chain sums
+ * (docs/performance.md, session 33). */
+static _Atomic int g_gfni = -1;
+int ts_cpu_q_gfni(void) {
+    int v = atomic_load_explicit(&g_gfni, memory_order_relaxed);
+    if (v < 0) atomic_store(&g_gfni, v = ts_cpu_features_get()->gfni);
+    return v;
+}
+int ts_cpu_q_gfni_set(int on) {
+    int was = ts_cpu_q_gfni();
+    atomic_store(&g_gfni, on && ts_cpu_features_get()->gfni);
+    return was;
+}
+
+/* One function per type (and for Q4_0 in lane order, per nibble split) with the type a constant,
+ * so the kernels are specialized for it. */
 static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
                             int n0, int n1) {
 /* 2-4 rows with S a constant too: their accumulators stay in registers */
-#define QG_BATCH(DT)                                                                                   \
+#define QG_BATCH(DT, GF)                                                                               \
     switch (S) {                                                                                       \
-    case 2: gemv_rows_batch_g(y, ldy, qx, 2, W, K, n0, n1, DT); return;                                \
-    case 3: gemv_rows_batch_g(y, ldy, qx, 3, W, K, n0, n1, DT); return;                                \
-    case 4: gemv_rows_batch_g(y, ldy, qx, 4, W, K, n0, n1, DT); return;                                \
-    default: gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, DT); return;                               \
+    case 2: gemv_rows_batch_g(y, ldy, qx, 2, W, K, n0, n1, DT, GF); return;                            \
+    case 3: gemv_rows_batch_g(y, ldy, qx, 3, W, K, n0, n1, DT, GF); return;                            \
+    case 4: gemv_rows_batch_g(y, ldy, qx, 4, W, K, n0, n1, DT, GF); return;                            \
+    default: gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, DT, GF); return;                           \
     }
-    if (dt == TS_DTYPE_Q8_0) QG_BATCH(TS_DTYPE_Q8_0)
-    else if (dt == TS_DTYPE_Q8_0X16) QG_BATCH(TS_DTYPE_Q8_0X16)
-    else if (dt == TS_DTYPE_Q4_0X16) QG_BATCH(TS_DTYPE_Q4_0X16)
-    else QG_BATCH(TS_DTYPE_Q4_0)
+    if (dt == TS_DTYPE_Q8_0) QG_BATCH(TS_DTYPE_Q8_0, 0)
+    else if (dt == TS_DTYPE_Q8_0X16) QG_BATCH(TS_DTYPE_Q8_0X16, 0)
+    else if (dt == TS_DTYPE_Q4_0X16 && ts_cpu_q_gfni()) QG_BATCH(TS_DTYPE_Q4_0X16, 1)
+    else if (dt == TS_DTYPE_Q4_0X16) QG_BATCH(TS_DTYPE_Q4_0X16, 0)
+    else QG_BATCH(TS_DTYPE_Q4_0, 0)
 #undef QG_BATCH
 }
 
 static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
-    if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0);
-    else if (dt == TS_DTYPE_Q8_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0X16);
-    else if (dt == TS_DTYPE_Q4_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16);
-    else gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0);
+    if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0, 0);
+    else if (dt == TS_DTYPE_Q8_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0X16, 0);
+    else if (dt == TS_DTYPE_Q4_0X16 && ts_cpu_q_gfni()) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16, 1);
+    else if (dt == TS_DTYPE_Q4_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16, 0);
+    else gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0, 0);
 }
 
 void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
