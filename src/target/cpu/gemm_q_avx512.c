@@ -66,7 +66,14 @@ void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K) {
  * straight into the 16 block sums, no lane reduction. The codes get there by one vpermt2d per
  * 4 blocks (the 72 bytes read as two overlapping 64-byte loads, at bytes 2 and 8, where every
  * block's 16 code bytes are dword-aligned) and a 4 x 4 transpose of 128-bit lanes; the scales
- * by one gather; x is laid out the same way once per call (q4_x_group).
+ * by one gather; x is laid out the same way once per call (q4_x_group). The lane-order kernels
+ * (rows_dot_x16 and the batched ones) since session 33: the high nibbles by one GFNI affine map
+ * where the core has it (q4_high_nibbles), and per row one chain for the high bytes and one for
+ * the low, the low one starting from the correction term (stored negated, ncorr), so a row's
+ * group ends in a shift, an add, the conversion and the FMA. On the Intel Xeon with AMX that took
+ * Qwen3-0.6B Q4_0 from 77-81 to 83-86 tok/s and Llama-3.2-1B from 39-40 to 40-42 (the chains
+ * alone: 78-82 and 40-42; docs/performance.md, session 33); session 22 had found GFNI alone
+ * within the noise on the four-chain form.
  * Q8_0: x per pair of blocks (b, b + 1) is 64 bytes of hi (and of lo) in natural order [b 0..31,
  * b+1 0..31] (two 32-byte code loads), the 16 block sums reduced by an add/unpack tree. Q8_0
  * had been one vpdpwssd per block on sign-extended codes plus a scalar scale per block: about
