@@ -22,13 +22,24 @@ static float frand(void) { return (float)(urand() * (1.0 / 4294967296.0)) * 2.0f
 static void test_decide(void) {
     const uint64_t G = (uint64_t)1 << 30;
     uint64_t by[3] = {5 * G, 5 * G, 5 * G}, cy[3] = {1000, 800, 900};
-    CHECK(ts_pf_decide(by, cy, 3, 4 * G) == 1, "the most bytes per cycle wins");
+    CHECK(ts_pf_decide(by, cy, 3, 4 * G, 0) == 1, "the most bytes per cycle wins");
     by[2] = 3 * G;
-    CHECK(ts_pf_decide(by, cy, 3, 4 * G) == -1, "a candidate short of the minimum: still measuring");
+    CHECK(ts_pf_decide(by, cy, 3, 4 * G, 0) == -1, "a candidate short of the minimum: still measuring");
+    CHECK(ts_pf_decide(by, cy, 3, 4 * G, 4) == 1, "a dropped candidate short of the minimum does not hold the choice");
+    CHECK(ts_pf_decide(by, cy, 3, 4 * G, 6) == 0, "a dropped candidate is never chosen (1 has the best rate)");
     uint64_t by2[3] = {8 * G, 4 * G, 6 * G}, cy2[3] = {800, 500, 550};
-    CHECK(ts_pf_decide(by2, cy2, 3, 4 * G) == 2, "rates, not sums: 8/800 < 6/550");
+    CHECK(ts_pf_decide(by2, cy2, 3, 4 * G, 0) == 2, "rates, not sums: 8/800 < 6/550");
     uint64_t cy3[3] = {800, 0, 600};
-    CHECK(ts_pf_decide(by2, cy3, 3, 4 * G) == -1, "no cycles recorded: no choice");
+    CHECK(ts_pf_decide(by2, cy3, 3, 4 * G, 0) == -1, "no cycles recorded: no choice");
+    /* the early drop: rates 1.0, 0.84, 0.86 of the best at 0.85 */
+    const uint64_t M = (uint64_t)1 << 20;
+    uint64_t by4[3] = {600 * M, 600 * M, 600 * M}, cy4[3] = {1000, 1191, 1163};
+    CHECK(ts_pf_drop(by4, cy4, 3, 512 * M, 0.85) == 2, "below 0.85 of the best: dropped (mask %u)",
+          ts_pf_drop(by4, cy4, 3, 512 * M, 0.85));
+    by4[2] = 500 * M;
+    CHECK(ts_pf_drop(by4, cy4, 3, 512 * M, 0.85) == 0, "no drop before every candidate has read the minimum");
+    uint64_t by5[3] = {600 * M, 600 * M, 600 * M}, cy5[3] = {1000, 1000, 1000};
+    CHECK(ts_pf_drop(by5, cy5, 3, 512 * M, 0.85) == 0, "equal rates: none dropped");
     for (int c = 0; c < TS_PF_CANDS; c++) {
         ts_pf p = ts_pf_candidate(TS_PF_BF16, c);
         CHECK(p.l1 >= 0 && p.l2 >= 0 && (p.l1 || p.l2) && p.l1 % 64 == 0 && p.l2 % 64 == 0,

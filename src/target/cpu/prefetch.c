@@ -39,7 +39,8 @@ static const char *k_names[TS_PF_KINDS][TS_PF_CANDS] = {
 };
 
 typedef struct pf_state {
-    _Atomic int chosen; /* -1 while measuring */
+    _Atomic int chosen;        /* -1 while measuring */
+    _Atomic unsigned dropped;  /* candidates dropped early (ts_pf_drop): their slices run the next one */
     _Atomic uint64_t bytes[TS_PF_CANDS], cycles[TS_PF_CANDS];
 } pf_state;
 
@@ -82,7 +83,10 @@ int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0) {
     if (bytes < TS_PF_MIN_CALL_BYTES) return 0;
     uint64_t t = ticks();
     if (bytes <= TS_PF_MAX_CALL_BYTES) *t0 = t;
-    return slice_of(t);
+    c = slice_of(t);
+    unsigned dropped = atomic_load_explicit(&g_pf[k].dropped, memory_order_relaxed);
+    for (int i = 0; i < TS_PF_CANDS && (dropped >> c & 1); i++) c = (c + 1) % TS_PF_CANDS; /* never all dropped */
+    return c;
 }
 
 void ts_pf_end(ts_pf_kind k, int c, uint64_t t0, uint64_t bytes) {
@@ -96,20 +100,41 @@ void ts_pf_end(ts_pf_kind k, int c, uint64_t t0, uint64_t bytes) {
         by[i] = atomic_load_explicit(&s->bytes[i], memory_order_relaxed);
         cy[i] = atomic_load_explicit(&s->cycles[i], memory_order_relaxed);
     }
-    int best = ts_pf_decide(by, cy, TS_PF_CANDS, TS_PF_MIN_BYTES);
+    unsigned dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);
+    if (!dropped) { /* once: the sums of the dropped stop growing, so the rule would not hold later */
+        unsigned d = ts_pf_drop(by, cy, TS_PF_CANDS, TS_PF_DROP_BYTES, TS_PF_DROP_BELOW);
+        unsigned expect_d = 0;
+        if (d) atomic_compare_exchange_strong(&s->dropped, &expect_d, d);
+        dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);
+    }
+    int best = ts_pf_decide(by, cy, TS_PF_CANDS, TS_PF_MIN_BYTES, dropped);
     int expect = -1;
     if (best >= 0) atomic_compare_exchange_strong(&s->chosen, &expect, best);
 }
 
-int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes) {
+int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes, unsigned dropped) {
     int best = -1;
     double rate = 0;
     for (int i = 0; i < n; i++) {
+        if (dropped >> i & 1) continue;
         if (bytes[i] < min_bytes || !cycles[i]) return -1;
         double r = (double)bytes[i] / (double)cycles[i];
         if (best < 0 || r > rate) best = i, rate = r;
     }
     return best;
+}
+
+unsigned ts_pf_drop(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes, double below) {
+    double best = 0;
+    for (int i = 0; i < n; i++) {
+        if (bytes[i] < min_bytes || !cycles[i]) return 0;
+        double r = (double)bytes[i] / (double)cycles[i];
+        if (r > best) best = r;
+    }
+    unsigned m = 0;
+    for (int i = 0; i < n; i++)
+        if ((double)bytes[i] / (double)cycles[i] < below * best) m |= 1u << i;
+    return m;
 }
 
 void ts_pf_set(ts_pf_kind k, int c) {
@@ -128,6 +153,7 @@ void ts_pf_get_report(ts_pf_kind k, ts_pf_report *out) {
     memset(out, 0, sizeof *out);
     out->chosen = atomic_load(&g_pf[k].chosen);
     out->forced = g_forced >= 0;
+    out->dropped = atomic_load(&g_pf[k].dropped);
     for (int i = 0; i < TS_PF_CANDS; i++) {
         uint64_t by = atomic_load(&g_pf[k].bytes[i]), cy = atomic_load(&g_pf[k].cycles[i]);
         out->bytes_per_cycle[i] = cy ? (double)by / (double)cy : 0;
@@ -144,7 +170,7 @@ void ts_pf_describe(ts_pf_kind k, char *buf, size_t n) {
     }
     int w = snprintf(buf, n, "%s (bytes per cycle:", r.chosen >= 0 ? ts_pf_candidate_name(k, r.chosen) : "still measuring");
     for (int i = 0; i < TS_PF_CANDS && w >= 0 && (size_t)w < n; i++)
-        w += snprintf(buf + w, n - (size_t)w, "%s %s %.2f over %.1f GB", i ? ";" : "", k_names[k][i], r.bytes_per_cycle[i],
-                      r.gbytes[i]);
+        w += snprintf(buf + w, n - (size_t)w, "%s %s %.2f over %.1f GB%s", i ? ";" : "", k_names[k][i],
+                      r.bytes_per_cycle[i], r.gbytes[i], r.dropped >> i & 1 ? ", dropped early" : "");
     if (w >= 0 && (size_t)w < n) snprintf(buf + w, n - (size_t)w, ")");
 }

@@ -9,7 +9,11 @@
  * takes the candidate of the current time slice (2^22 time-stamp-counter cycles, a few ms), so
  * all candidates see the same swings of a shared machine; bytes and cycles are summed per
  * candidate, and once each has read TS_PF_MIN_BYTES the one with the most bytes per cycle is
- * kept for the rest of the process. TESSERA_PREFETCH=0|1|2 fixes a candidate instead. */
+ * kept for the rest of the process. A candidate clearly slower than the best once each has read
+ * TS_PF_DROP_BYTES is dropped early (its slices run the others): on the Intel Xeon the Q4_0
+ * lane-order kernel read 0.80 of the best rate at one of its three candidates, so until the
+ * choice (about 60 Qwen3-0.6B tokens) a third of its calls ran 20% slower. TESSERA_PREFETCH=0|1|2
+ * fixes a candidate instead. */
 #ifndef TS_TARGET_CPU_PREFETCH_H
 #define TS_TARGET_CPU_PREFETCH_H
 #include <stddef.h>
@@ -27,6 +31,10 @@ typedef struct ts_pf {
 
 /* Bytes each candidate must read before the choice (the three: about 0.3 s of decode at 40 GB/s). */
 #define TS_PF_MIN_BYTES ((uint64_t)4 << 30)
+/* Bytes each must read before the early drop, and the fraction of the best rate below which a
+ * candidate is dropped then (ts_pf_drop). */
+#define TS_PF_DROP_BYTES ((uint64_t)512 << 20)
+#define TS_PF_DROP_BELOW 0.85
 /* Calls reading more than this per thread are not timed (a call must fit in a time slice). */
 #define TS_PF_MAX_CALL_BYTES ((uint64_t)32 << 20)
 /* Calls reading less are neither timed nor rotated (candidate 0 until the choice): their W is
@@ -53,9 +61,13 @@ const char *ts_pf_candidate_name(ts_pf_kind k, int c);
 int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0);
 void ts_pf_end(ts_pf_kind k, int c, uint64_t t0, uint64_t bytes);
 
-/* The choice from sums: the candidate with the most bytes per cycle, or -1 while any has read
- * fewer than min_bytes. Pure (tested directly). */
-int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes);
+/* The choice from sums: the candidate with the most bytes per cycle among those not in the
+ * `dropped` bit mask, or -1 while any of them has read fewer than min_bytes. Pure (tested
+ * directly), as ts_pf_drop. */
+int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes, unsigned dropped);
+/* The early drop: once every candidate has read min_bytes, the bit mask of those whose bytes per
+ * cycle are below `below` times the best's (never the best); 0 before that. */
+unsigned ts_pf_drop(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes, double below);
 
 /* Fixes kind k's candidate (c in [0, TS_PF_CANDS)) for the rest of the process: tests that run
  * every candidate. */
@@ -65,9 +77,11 @@ void ts_pf_set(ts_pf_kind k, int c);
  * no GEMV runs (the table is read without synchronization); the candidate keeps its old name. */
 void ts_pf_override(ts_pf_kind k, int c, ts_pf pf);
 
-/* Where a kind stands: the choice (-1 while measuring) and the bytes per cycle measured. */
+/* Where a kind stands: the choice (-1 while measuring), the candidates dropped early (bit mask)
+ * and the bytes per cycle measured. */
 typedef struct ts_pf_report {
     int chosen, forced;
+    unsigned dropped;
     double bytes_per_cycle[TS_PF_CANDS];
     double gbytes[TS_PF_CANDS];
 } ts_pf_report;
