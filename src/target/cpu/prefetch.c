@@ -80,11 +80,13 @@ int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0) {
     *t0 = 0;
     int c = atomic_load_explicit(&g_pf[k].chosen, memory_order_relaxed);
     if (c >= 0) return c;
-    if (bytes < TS_PF_MIN_CALL_BYTES) return 0;
-    uint64_t t = ticks();
-    if (bytes <= TS_PF_MAX_CALL_BYTES) *t0 = t;
-    c = slice_of(t);
     unsigned dropped = atomic_load_explicit(&g_pf[k].dropped, memory_order_relaxed);
+    if (bytes < TS_PF_MIN_CALL_BYTES) c = 0; /* untimed: candidate 0, or the next kept one */
+    else {
+        uint64_t t = ticks();
+        if (bytes <= TS_PF_MAX_CALL_BYTES) *t0 = t;
+        c = slice_of(t);
+    }
     for (int i = 0; i < TS_PF_CANDS && (dropped >> c & 1); i++) c = (c + 1) % TS_PF_CANDS; /* never all dropped */
     return c;
 }
