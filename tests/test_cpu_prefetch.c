@@ -40,6 +40,13 @@ static void test_decide(void) {
     CHECK(ts_pf_drop(by4, cy4, 3, 512 * M, 0.85) == 0, "no drop before every candidate has read the minimum");
     uint64_t by5[3] = {600 * M, 600 * M, 600 * M}, cy5[3] = {1000, 1000, 1000};
     CHECK(ts_pf_drop(by5, cy5, 3, 512 * M, 0.85) == 0, "equal rates: none dropped");
+    /* which candidate a slice runs: itself unless dropped, else the next kept one */
+    static const int kept[8][3] = {{0, 1, 2}, {1, 1, 2}, {0, 2, 2}, {2, 2, 2}, {0, 1, 0}, {1, 1, 1}, {0, 0, 0}, {0, 1, 2}};
+    for (unsigned m = 0; m < 7; m++)
+        for (int c = 0; c < 3; c++)
+            CHECK(ts_pf_kept(c, m, 3) == kept[m][c], "slice %d with mask %u runs %d, expected %d", c, m, ts_pf_kept(c, m, 3),
+                  kept[m][c]);
+    CHECK(ts_pf_kept(1, 7, 3) == 1, "every candidate dropped (never happens): the slice's own");
     for (int c = 0; c < TS_PF_CANDS; c++) {
         ts_pf p = ts_pf_candidate(TS_PF_BF16, c);
         CHECK(p.l1 >= 0 && p.l2 >= 0 && (p.l1 || p.l2) && p.l1 % 64 == 0 && p.l2 % 64 == 0,

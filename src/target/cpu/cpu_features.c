@@ -35,7 +35,7 @@ static void detect(ts_cpu_features *f) {
         f->avx512bw = zmm_ok && ((b >> 30) & 1);
         f->avx512vl = zmm_ok && ((b >> 31) & 1);
         f->avx512vnni = zmm_ok && ((c >> 11) & 1);
-        f->gfni = (c >> 8) & 1;
+        f->gfni = zmm_ok && ((c >> 8) & 1); /* used only by AVX-512 kernels */
         f->amx_int8 = (xcr0 & 0x60000) == 0x60000 && ((d >> 24) & 1) && ((d >> 25) & 1); /* XTILECFG/XTILEDATA */
     }
     if (f->avx512f && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f->avx512bf16 = (a >> 5) & 1;

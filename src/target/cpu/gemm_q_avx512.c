@@ -106,7 +106,7 @@ static inline void q4_x_group(uint8_t *dst, const uint8_t *nat, const int32_t *o
 
 /* dt: Q4_0 (either form), Q8_0 (stored) or TS_DTYPE_Q8_0X16: the last lays x out as Q4_0's
  * (one block per dword lane) in its own lanes, with Q8_0's correction terms */
-static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d, ts_gemm_qx qx, int ng, ts_dtype dt) {
+static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *ncorr, float *d, ts_gemm_qx qx, int ng, ts_dtype dt) {
     const __m512i ones = _mm512_set1_epi16(1);
     const int lanes = dt != TS_DTYPE_Q8_0, q8 = dt != TS_DTYPE_Q4_0;
     const int32_t *offs = q8 ? q8x16_x_off : q4_x_off;
@@ -133,12 +133,12 @@ static void qg_prepare(qgx *o, uint8_t *hi, uint8_t *lo, int32_t *corr, float *d
         for (int i = 0; i < QG; i++) {
             size_t b = (size_t)g * QG + (q8 ? qg_lane_block(i) : i);
             __m512i x = _mm512_loadu_si512(qx.q + b * TS_QBLOCK);
-            corr[g * QG + i] = q8 ? -32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones))
+            ncorr[g * QG + i] = q8 ? -32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(_mm512_srai_epi16(x, 8), ones))
                                   : -8 * _mm512_reduce_add_epi32(_mm512_madd_epi16(x, ones));
             d[g * QG + i] = qx.d[b];
         }
     }
-    o->hi = hi, o->lo = lo, o->ncorr = corr, o->d = d;
+    o->hi = hi, o->lo = lo, o->ncorr = ncorr, o->d = d;
 }
 
 /* vpermt2d indices of a unit's codes (blocks k = 0..3 at bytes 18k of the unit; block k's codes
@@ -330,8 +330,8 @@ static inline __attribute__((always_inline)) __m512i q4_high_nibbles(__m512i q, 
  * loaded twice (once per use): on Zen 5 that kernel ran 16.5-17.7 cycles per Q4_0 group from
  * L1/L2, bound by loads, this one 11.4-13.4 for four rows (one core, 4.2 GHz; one row alone is no
  * faster, 15.4-19.2: it takes only a share's last rows, or rows too long for four). Per row the
- * same integer and FP32 operations in the same order as qg_group_x, so every row has
- * row_dot_g's bits. The prefetch runs over the R consecutive rows' bytes as one linear stream:
+ * same exact int32 block sums as qg_group_x (wrapping integer adds, so their grouping does not
+ * matter) and the same FP32 steps in the same order, so every row has row_dot_g's bits. The prefetch runs over the R consecutive rows' bytes as one linear stream:
  * at group g the lines of R groups from pf bytes past byte g * R * (group bytes) of the block.
  * That front reaches row r's group g in time only while r * (row bytes) <= pf, so the caller
  * takes R rows only while (R - 1) * (row bytes) fits in the farther distance (x16_rows). */
@@ -483,19 +483,19 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
     int nb = K / TS_QBLOCK, ng = nb / QG;
     size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * QG * TS_QBLOCK;
     uint8_t sbuf[2 * TS_GEMM_QX_MAX] __attribute__((aligned(64)));
-    int32_t scorr[TS_GEMM_QX_MAX / TS_QBLOCK];
+    int32_t sncorr[TS_GEMM_QX_MAX / TS_QBLOCK];
     float sd[TS_GEMM_QX_MAX / TS_QBLOCK];
     uint8_t *buf = sbuf;
-    int32_t *corr = scorr;
+    int32_t *ncorr = sncorr;
     float *d = sd;
     void *heap = NULL;
     if (K > TS_GEMM_QX_MAX) {
         heap = malloc(2 * kg + (sizeof(int32_t) + sizeof(float)) * (size_t)nb);
         if (!heap) return; /* as ts_cpu_gemm_q_decode */
-        buf = heap, corr = (int32_t *)(buf + 2 * kg), d = (float *)(corr + nb);
+        buf = heap, ncorr = (int32_t *)(buf + 2 * kg), d = (float *)(ncorr + nb);
     }
     qgx x4;
-    qg_prepare(&x4, buf, buf + kg, corr, d, qx, ng, x_kind(dt));
+    qg_prepare(&x4, buf, buf + kg, ncorr, d, qx, ng, x_kind(dt));
     ts_pf_kind kind = pf_kind(dt);
     uint64_t bytes = (uint64_t)(n1 - n0) * rb, t0;
     int c = ts_pf_begin(kind, bytes, &t0);
@@ -536,8 +536,8 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     qgx x4[TS_GEMM_BATCH_MAX];
     for (int s = 0; s < S; s++) {
         uint8_t *p = buf + (size_t)s * (per + aux);
-        int32_t *corr = (int32_t *)(p + per);
-        qg_prepare(&x4[s], p, p + kg, corr, (float *)(corr + nb), qx[s], ng, x_kind(dt));
+        int32_t *ncorr = (int32_t *)(p + per);
+        qg_prepare(&x4[s], p, p + kg, ncorr, (float *)(ncorr + nb), qx[s], ng, x_kind(dt));
     }
     __m512 acc[TS_GEMM_BATCH_MAX];
     const size_t bb = ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
@@ -597,7 +597,11 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
 static _Atomic int g_gfni = -1;
 int ts_cpu_q_gfni(void) {
     int v = atomic_load_explicit(&g_gfni, memory_order_relaxed);
-    if (v < 0) atomic_store(&g_gfni, v = ts_cpu_features_get()->gfni);
+    if (v < 0) { /* CPUID's answer, unless ts_cpu_q_gfni_set got there first */
+        int unset = -1;
+        atomic_compare_exchange_strong(&g_gfni, &unset, ts_cpu_features_get()->gfni);
+        v = atomic_load(&g_gfni);
+    }
     return v;
 }
 int ts_cpu_q_gfni_set(int on) {

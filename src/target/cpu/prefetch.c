@@ -38,9 +38,12 @@ static const char *k_names[TS_PF_KINDS][TS_PF_CANDS] = {
     {"L1 6 KiB + L2 24 KiB ahead", "L1 8 KiB ahead", "L1 16 KiB + L2 32 KiB ahead"},
 };
 
+#define PF_DROP_CHECKED 0x80000000u
+
 typedef struct pf_state {
     _Atomic int chosen;        /* -1 while measuring */
-    _Atomic unsigned dropped;  /* candidates dropped early (ts_pf_drop): their slices run the next one */
+    _Atomic unsigned dropped;  /* candidates dropped early (ts_pf_drop; their slices run the next
+                                * one), PF_DROP_CHECKED once the rule has been applied */
     _Atomic uint64_t bytes[TS_PF_CANDS], cycles[TS_PF_CANDS];
 } pf_state;
 
@@ -87,7 +90,12 @@ int ts_pf_begin(ts_pf_kind k, uint64_t bytes, uint64_t *t0) {
         if (bytes <= TS_PF_MAX_CALL_BYTES) *t0 = t;
         c = slice_of(t);
     }
-    for (int i = 0; i < TS_PF_CANDS && (dropped >> c & 1); i++) c = (c + 1) % TS_PF_CANDS; /* never all dropped */
+    return ts_pf_kept(c, dropped & ~PF_DROP_CHECKED, TS_PF_CANDS);
+}
+
+int ts_pf_kept(int c, unsigned dropped, int n) {
+    for (int i = 0; i < n; i++)
+        if (!(dropped >> (c + i) % n & 1)) return (c + i) % n;
     return c;
 }
 
@@ -103,13 +111,14 @@ void ts_pf_end(ts_pf_kind k, int c, uint64_t t0, uint64_t bytes) {
         cy[i] = atomic_load_explicit(&s->cycles[i], memory_order_relaxed);
     }
     unsigned dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);
-    if (!dropped) { /* once: the sums of the dropped stop growing, so the rule would not hold later */
-        unsigned d = ts_pf_drop(by, cy, TS_PF_CANDS, TS_PF_DROP_BYTES, TS_PF_DROP_BELOW);
-        unsigned expect_d = 0;
-        if (d) atomic_compare_exchange_strong(&s->dropped, &expect_d, d);
+    /* once, when every candidate has read TS_PF_DROP_BYTES: a rule applied again and again until
+     * some noisy moment dropped one would drop more often than the threshold says */
+    if (!(dropped & PF_DROP_CHECKED) && ts_pf_decide(by, cy, TS_PF_CANDS, TS_PF_DROP_BYTES, 0) >= 0) {
+        unsigned d = ts_pf_drop(by, cy, TS_PF_CANDS, TS_PF_DROP_BYTES, TS_PF_DROP_BELOW) | PF_DROP_CHECKED, unset = 0;
+        atomic_compare_exchange_strong(&s->dropped, &unset, d);
         dropped = atomic_load_explicit(&s->dropped, memory_order_relaxed);
     }
-    int best = ts_pf_decide(by, cy, TS_PF_CANDS, TS_PF_MIN_BYTES, dropped);
+    int best = ts_pf_decide(by, cy, TS_PF_CANDS, TS_PF_MIN_BYTES, dropped & ~PF_DROP_CHECKED);
     int expect = -1;
     if (best >= 0) atomic_compare_exchange_strong(&s->chosen, &expect, best);
 }
@@ -155,7 +164,7 @@ void ts_pf_get_report(ts_pf_kind k, ts_pf_report *out) {
     memset(out, 0, sizeof *out);
     out->chosen = atomic_load(&g_pf[k].chosen);
     out->forced = g_forced >= 0;
-    out->dropped = atomic_load(&g_pf[k].dropped);
+    out->dropped = atomic_load(&g_pf[k].dropped) & ~PF_DROP_CHECKED;
     for (int i = 0; i < TS_PF_CANDS; i++) {
         uint64_t by = atomic_load(&g_pf[k].bytes[i]), cy = atomic_load(&g_pf[k].cycles[i]);
         out->bytes_per_cycle[i] = cy ? (double)by / (double)cy : 0;

@@ -37,7 +37,8 @@ typedef struct ts_pf {
 #define TS_PF_DROP_BELOW 0.85
 /* Calls reading more than this per thread are not timed (a call must fit in a time slice). */
 #define TS_PF_MAX_CALL_BYTES ((uint64_t)32 << 20)
-/* Calls reading less are neither timed nor rotated (candidate 0 until the choice): their W is
+/* Calls reading less are neither timed nor rotated (candidate 0, or the first kept one after it
+ * when 0 was dropped, until the choice): their W is
  * often in cache, and a tiny model's many short calls should not pay for the clock and the
  * shared counters. */
 #define TS_PF_MIN_CALL_BYTES ((uint64_t)256 << 10)
@@ -66,8 +67,12 @@ void ts_pf_end(ts_pf_kind k, int c, uint64_t t0, uint64_t bytes);
  * directly), as ts_pf_drop. */
 int ts_pf_decide(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes, unsigned dropped);
 /* The early drop: once every candidate has read min_bytes, the bit mask of those whose bytes per
- * cycle are below `below` times the best's (never the best); 0 before that. */
+ * cycle are below `below` times the best's (never the best); 0 before that. Applied once per
+ * kind, at the first call that finds every candidate past min_bytes. */
 unsigned ts_pf_drop(const uint64_t *bytes, const uint64_t *cycles, int n, uint64_t min_bytes, double below);
+/* The candidate a call runs for slice candidate c: c, or the next one (cyclically) not in the
+ * `dropped` mask; c itself when every one is dropped (the drop never does that). */
+int ts_pf_kept(int c, unsigned dropped, int n);
 
 /* Fixes kind k's candidate (c in [0, TS_PF_CANDS)) for the rest of the process: tests that run
  * every candidate. */
