@@ -519,26 +519,36 @@ static inline __attribute__((always_inline)) void gemv_rows_g(float *y, ts_gemm_
  * and scales once, and every x row's dots against them, the accumulators of all rows in a small
  * array (same values as in registers). */
 #define QG_BATCH_STACK 65536 /* bytes of hi + lo for all rows */
-static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
-                                                                    const uint8_t *W, int K, int n0, int n1,
-                                                                    ts_dtype dt, int gf) {
+/* x of rows [0, S) prepared (qg_prepare) into sbuf (sbytes) while they fit, else into one
+ * allocation returned in *heap (the caller frees it); 0 when that allocation fails. */
+static int qg_prepare_rows(qgx *x4, const ts_gemm_qx *qx, int S, int K, ts_dtype dt, uint8_t *sbuf, size_t sbytes,
+                           void **heap) {
     int nb = K / TS_QBLOCK, ng = nb / QG;
-    size_t rb = ts_gemm_row_bytes(dt, K), kg = (size_t)ng * QG * TS_QBLOCK, per = 2 * kg;
-    size_t aux = (sizeof(int32_t) + sizeof(float)) * (size_t)nb;
-    uint8_t sbuf[QG_BATCH_STACK] __attribute__((aligned(64)));
+    size_t kg = (size_t)ng * QG * TS_QBLOCK, per = 2 * kg, aux = (sizeof(int32_t) + sizeof(float)) * (size_t)nb;
     uint8_t *buf = sbuf;
-    void *heap = NULL;
-    if ((size_t)S * (per + aux) > sizeof sbuf) {
-        heap = malloc((size_t)S * (per + aux));
-        if (!heap) return; /* as ts_cpu_gemm_q_decode */
-        buf = heap;
+    *heap = NULL;
+    if ((size_t)S * (per + aux) > sbytes) {
+        *heap = malloc((size_t)S * (per + aux));
+        if (!*heap) return 0;
+        buf = *heap;
     }
-    qgx x4[TS_GEMM_BATCH_MAX];
     for (int s = 0; s < S; s++) {
         uint8_t *p = buf + (size_t)s * (per + aux);
         int32_t *ncorr = (int32_t *)(p + per);
         qg_prepare(&x4[s], p, p + kg, ncorr, (float *)(ncorr + nb), qx[s], ng, x_kind(dt));
     }
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
+                                                                    const uint8_t *W, int K, int n0, int n1,
+                                                                    ts_dtype dt, int gf) {
+    int nb = K / TS_QBLOCK, ng = nb / QG;
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    uint8_t sbuf[QG_BATCH_STACK] __attribute__((aligned(64)));
+    void *heap;
+    qgx x4[TS_GEMM_BATCH_MAX];
+    if (!qg_prepare_rows(x4, qx, S, K, dt, sbuf, sizeof sbuf, &heap)) return; /* as ts_cpu_gemm_q_decode */
     __m512 acc[TS_GEMM_BATCH_MAX];
     const size_t bb = ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     /* timed as the single decode is: a server decodes only through here, and its process must
@@ -903,6 +913,128 @@ static const ts_panel_ops k_q8x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8x16,
                                      TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0X16};
 
 
+/* ---- Prefill of a few rows on the lane forms, with I16's bits and no panel ----
+ * A few-row I16 call is mostly packing: every call widens and transposes each W block into its
+ * panel, which made a 2-8 token prompt cost 2-4 decode steps a token on a Q4_0 model. I16's
+ * arithmetic per (x row, W row) is: per K block of Q16_KB positions (4 blocks; the last may have
+ * fewer) acc = 0, then per block in order acc = fma((float)isum, d_w * d_x, acc), where isum is
+ * the block's exact int32 dot; then y = acc for the first K block and y + acc for each next one
+ * (qint_tile, ts_panel_store). Here the exact block sums come from the decode's vpdpbusd chains
+ * on the codes as they lie (row_dot_x16_xs's loop), 16 at once, lane = block; then the same FP32
+ * steps in the same order: a group's 16 blocks are its 4 K blocks (groups and K blocks both
+ * start at multiples of 512 and 128 positions), Q8_0's lane 4c + a holds step c of K block a, so
+ * one 128-bit FMA per step runs the 4 K blocks side by side (Q4_0's lanes are permuted to that
+ * order first), and the 4 sums go into y in order. The row's last nb % 16 blocks, stored as in
+ * the file, one block at a time (vpdpwssd, as qg_tail). Same bits as I16 (and so AMX) on any
+ * split of rows or columns: test_cpu_gemm_q compares it with I16 on the stored rows. */
+_Static_assert(Q16_KB == 4 * TS_QBLOCK, "a K block of I16 is 4 blocks: a group holds 4 of them");
+static inline __attribute__((always_inline)) float i16_tail(float yv, const uint8_t *row, ts_gemm_qx qx, int b, int nb,
+                                                            ts_dtype st) {
+    const size_t bb = st == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    const __m512i z = _mm512_setzero_si512();
+    for (; b < nb; b += 4) { /* one K block */
+        __m128 acc = _mm_setzero_ps();
+        for (int k = b; k < nb && k < b + 4; k++) {
+            const uint8_t *p0 = row + (size_t)k * bb;
+            int isum = _mm512_reduce_add_epi32(_mm512_dpwssd_epi32(z, block_w16(p0, st), _mm512_loadu_si512(qx.q + (size_t)k * TS_QBLOCK)));
+            acc = _mm_fmadd_ss(_mm_set_ss((float)isum), _mm_set_ss(f16(p0) * qx.d[k]), acc);
+        }
+        yv = b ? yv + _mm_cvtss_f32(acc) : _mm_cvtss_f32(acc);
+    }
+    return yv;
+}
+
+/* A group's 4 K blocks into y (yv; g == 0: the row's first group) in I16's order, from the exact
+ * block sums (ih << 8) + il and the scales dw, dx in the form's lane order */
+static inline __attribute__((always_inline)) float i16_group(float yv, int g, __m512i ih, __m512i il, __m512 dw,
+                                                             const float *dx, int q8) {
+    const __m512i steps = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); /* Q4_0 lane 4a + c -> 4c + a */
+    __m512 sv = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ih, 8), il));
+    __m512 mv = _mm512_mul_ps(dw, _mm512_loadu_ps(dx));
+    if (!q8) sv = _mm512_permutexvar_ps(steps, sv), mv = _mm512_permutexvar_ps(steps, mv);
+    __m128 a = _mm_fmadd_ps(_mm512_castps512_ps128(sv), _mm512_castps512_ps128(mv), _mm_setzero_ps());
+    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 1), _mm512_extractf32x4_ps(mv, 1), a);
+    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 2), _mm512_extractf32x4_ps(mv, 2), a);
+    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 3), _mm512_extractf32x4_ps(mv, 3), a);
+    float k0 = _mm_cvtss_f32(a), k1 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 1));
+    float k2 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 2)), k3 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 3));
+    float v = g ? yv + k0 : k0; /* the first K block stores, the others add, in order */
+    v = v + k1;
+    v = v + k2;
+    return v + k3;
+}
+
+static inline __attribute__((always_inline)) void row_i16_x16_xs(float *y, size_t ldy, const uint8_t *row,
+                                                                  const ts_gemm_qx *qx, const qgx *x4, int X, int nb,
+                                                                  ts_dtype dt, int gf) {
+    const int q8 = dt == TS_DTYPE_Q8_0X16;
+    const size_t bb = q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
+    float yv[4] = {0, 0, 0, 0};
+    int ng = nb / QG, b = 0;
+    for (int g = 0; g < ng; g++, b += QG) {
+        const uint8_t *p = row + (size_t)b * bb;
+        __m512i ih[4], il[4];
+        for (int x = 0; x < X; x++) ih[x] = z, il[x] = _mm512_loadu_si512(x4[x].ncorr + b);
+        for (int j = 0; j < 4; j++) {
+            __m512i c0, c1, u0, u1;
+            X16_CODES(p + 32, j, q8, gf, c0, c1, u0, u1);
+            for (int x = 0; x < X; x++) {
+                const uint8_t *xh = x4[x].hi + (size_t)b * TS_QBLOCK + 64 * j, *xl = x4[x].lo + (size_t)b * TS_QBLOCK + 64 * j;
+                ih[x] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ih[x], u0, _mm512_loadu_si512(xh)), u1,
+                                            _mm512_loadu_si512(xh + 256));
+                il[x] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(il[x], _mm512_loadu_si512(xl), c0),
+                                            _mm512_loadu_si512(xl + 256), c1);
+            }
+        }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        for (int x = 0; x < X; x++) yv[x] = i16_group(yv[x], g, ih[x], il[x], dw, x4[x].d + b, q8);
+    }
+    for (int x = 0; x < X; x++) y[(size_t)x * ldy] = i16_tail(yv[x], row, qx[x], b, nb, ts_x16_stored(dt));
+}
+
+static inline __attribute__((always_inline)) void i16_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
+                                                                   const uint8_t *W, int K, int n0, int n1,
+                                                                   ts_dtype dt, int gf) {
+    int nb = K / TS_QBLOCK;
+    size_t rb = ts_gemm_row_bytes(dt, K);
+    uint8_t sbuf[QG_BATCH_STACK] __attribute__((aligned(64)));
+    void *heap;
+    qgx x4[TS_GEMM_BATCH_MAX];
+    if (!qg_prepare_rows(x4, qx, S, K, dt, sbuf, sizeof sbuf, &heap)) return; /* as ts_cpu_gemm_q_decode */
+    /* the decode's prefetch distances, untimed (a prefill call is not a decode sample) */
+    uint64_t t0;
+    ts_pf pf = ts_pf_candidate(pf_kind(dt), ts_pf_begin(pf_kind(dt), 0, &t0));
+    for (int n = n0; n < n1; n++) {
+        const uint8_t *row = W + (size_t)n * rb;
+        ts_pf_lines(row, pf, (int)((rb + 63) / 64));
+        for (int s = 0; s < S; s += 4) { /* up to 4 x rows at a time (the W row stays in L1 for the next 4) */
+            float *ys = y + (size_t)s * ldy + n;
+            switch (S - s < 4 ? S - s : 4) {
+            case 1: row_i16_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf); break;
+            case 2: row_i16_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf); break;
+            case 3: row_i16_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, gf); break;
+            default: row_i16_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, gf); break;
+            }
+        }
+    }
+    free(heap);
+}
+static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K, int n0,
+                           int n1) {
+    if (dt == TS_DTYPE_Q8_0X16) i16_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q8_0X16, 0);
+    else if (ts_cpu_q_gfni()) i16_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16, 1);
+    else i16_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16, 0);
+}
+
+/* Whether a lane-form prefill of S rows takes i16_rows_batch instead of the I16 panels (or the
+ * AMX tiles, from TS_AMX_MIN_S_X16 rows). Measured on the Intel Xeon with AMX, one thread, one
+ * matrix, against the path before (I16 panels below 12 rows, AMX from 12; docs/performance.md,
+ * session 33): 8192 x 2048 Q8_0 0.75 vs 2.72 ms at 2 rows, 1.93 vs 3.66 at 8, 2.98 vs 4.16 at
+ * 11; Q4_0 0.61 vs 1.95, 1.85 vs 2.86, 2.65 vs 3.27; 2048 x 8192 (whose x rows outgrow L1) Q8_0
+ * 2.79 vs 3.20 at 6 rows but 3.48 vs 3.59 at 8, Q4_0 2.39 vs 2.65 at 6, 3.10 vs 2.90 at 8. */
+static int i16_small_rows(int S, int K) { return S < TS_AMX_MIN_S_X16 && (long)S * K <= 6 * 8192; }
+
 static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1) {
     ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8_i16, &k_q4_i16, &k_q8x16_i16, &k_q4x16_i16), y, ldy, xp, ldx, W, K, S, n0, n1);
@@ -918,9 +1050,15 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
     switch (k) {
     case TS_Q_PREFILL_BF16: ts_cpu_gemm_q_bf16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I8: q_prefill_i8(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
-    case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    case TS_Q_PREFILL_I16:
+        if (ts_dtype_is_x16(dt) && i16_small_rows(S, K))
+            ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
+        else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+        break;
     case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); I16 below 32 rows, 12 on the lane order (gemm.h) */
-        if (S >= (ts_dtype_is_x16(dt) ? TS_AMX_MIN_S_X16 : TS_AMX_MIN_S)) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+        if (ts_dtype_is_x16(dt) && i16_small_rows(S, K))
+            ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
+        else if (S >= (ts_dtype_is_x16(dt) ? TS_AMX_MIN_S_X16 : TS_AMX_MIN_S)) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         break;
     default: ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
