@@ -374,17 +374,71 @@ static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const u
     for (int r = 0; r < R; r++) y[r] = _mm512_reduce_add_ps(qg_tail(acc[r], W + (size_t)r * rb, qx, b, nb, dt));
 }
 
+/* ---- Prefill of a few rows on the lane forms, with I16's bits and no panel ----
+ * A few-row I16 call is mostly packing: every call widens and transposes each W block into its
+ * panel, which made a 2-8 token prompt cost 2-4 decode steps a token on a Q4_0 model. I16's
+ * arithmetic per (x row, W row) is: per K block of Q16_KB positions (4 blocks; the last may have
+ * fewer) acc = 0, then per block in order acc = fma((float)isum, d_w * d_x, acc), where isum is
+ * the block's exact int32 dot; then y = acc for the first K block and y + acc for each next one
+ * (qint_tile, ts_panel_store). Here the exact block sums come from the decode's vpdpbusd chains
+ * on the codes as they lie (row_dot_x16_xs's loop), 16 at once, lane = block; then the same FP32
+ * steps in the same order: a group's 16 blocks are its 4 K blocks (groups and K blocks both
+ * start at multiples of 512 and 128 positions), Q8_0's lane 4c + a holds step c of K block a, so
+ * one 128-bit FMA per step runs the 4 K blocks side by side (Q4_0's lanes are permuted to that
+ * order first), and the 4 sums go into y in order. The row's last nb % 16 blocks, stored as in
+ * the file, one block at a time (vpdpwssd, as qg_tail). Same bits as I16 (and so AMX) on any
+ * split of rows or columns: test_cpu_gemm_q compares it with I16 on the stored rows. The
+ * group loop is row_dot_x16_xs's (its i16 form); i16_rows_batch drives it. */
+#define I16_KB_BLOCKS 4 /* I16's K block (Q16_KB, asserted there) in blocks: a group holds 4 */
+static inline __attribute__((always_inline)) float i16_tail(float yv, const uint8_t *row, ts_gemm_qx qx, int b, int nb,
+                                                            ts_dtype st) {
+    const size_t bb = st == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
+    const __m512i z = _mm512_setzero_si512();
+    for (; b < nb; b += I16_KB_BLOCKS) { /* one K block */
+        __m128 acc = _mm_setzero_ps();
+        for (int k = b; k < nb && k < b + I16_KB_BLOCKS; k++) {
+            const uint8_t *p0 = row + (size_t)k * bb;
+            int isum = _mm512_reduce_add_epi32(_mm512_dpwssd_epi32(z, block_w16(p0, st), _mm512_loadu_si512(qx.q + (size_t)k * TS_QBLOCK)));
+            acc = _mm_fmadd_ss(_mm_set_ss((float)isum), _mm_set_ss(f16(p0) * qx.d[k]), acc);
+        }
+        yv = b ? yv + _mm_cvtss_f32(acc) : _mm_cvtss_f32(acc);
+    }
+    return yv;
+}
+
+/* A group's 4 K blocks into y (yv; g == 0: the row's first group) in I16's order, from the exact
+ * block sums (ih << 8) + il and the scales dw, dx in the form's lane order */
+static inline __attribute__((always_inline)) float i16_group(float yv, int g, __m512i ih, __m512i il, __m512 dw,
+                                                             const float *dx, int q8) {
+    const __m512i steps = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); /* Q4_0 lane 4a + c -> 4c + a */
+    __m512 sv = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ih, 8), il));
+    __m512 mv = _mm512_mul_ps(dw, _mm512_loadu_ps(dx));
+    if (!q8) sv = _mm512_permutexvar_ps(steps, sv), mv = _mm512_permutexvar_ps(steps, mv);
+    __m128 a = _mm_fmadd_ps(_mm512_castps512_ps128(sv), _mm512_castps512_ps128(mv), _mm_setzero_ps());
+    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 1), _mm512_extractf32x4_ps(mv, 1), a);
+    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 2), _mm512_extractf32x4_ps(mv, 2), a);
+    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 3), _mm512_extractf32x4_ps(mv, 3), a);
+    float k0 = _mm_cvtss_f32(a), k1 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 1));
+    float k2 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 2)), k3 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 3));
+    float v = g ? yv + k0 : k0; /* the first K block stores, the others add, in order */
+    v = v + k1;
+    v = v + k2;
+    return v + k3;
+}
+
 /* The batched decode on the lane forms: one W row against X x rows (X <= 4), its code vectors
  * loaded and split once per 64 bytes for all X (rows_dot_x16's operations per x row, so each
- * output has the single decode's bits). */
+ * output has the single decode's bits). i16 (a constant): the few-row prefill's sums instead
+ * (i16_group, i16_tail: I16's bits). */
 static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_t ldy, const uint8_t *row,
                                                                   const ts_gemm_qx *qx, const qgx *x4, int X, int nb,
-                                                                  ts_dtype dt, int gf, ts_pf pf) {
+                                                                  ts_dtype dt, int gf, int i16, ts_pf pf) {
     const int q8 = dt == TS_DTYPE_Q8_0X16;
     const size_t bb = q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
     __m512 acc[4];
-    for (int x = 0; x < X; x++) acc[x] = _mm512_setzero_ps();
+    float yv[4];
+    for (int x = 0; x < X; x++) acc[x] = _mm512_setzero_ps(), yv[x] = 0.0f;
     int ng = nb / QG, b = 0;
     for (int g = 0; g < ng; g++, b += QG) {
         const uint8_t *p = row + (size_t)b * bb;
@@ -404,11 +458,17 @@ static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
         for (int x = 0; x < X; x++) {
+            if (i16) {
+                yv[x] = i16_group(yv[x], g, ih[x], il[x], dw, x4[x].d + b, q8);
+                continue;
+            }
             __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[x], 8), il[x]);
             acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_loadu_ps(x4[x].d + b)), acc[x]);
         }
     }
-    for (int x = 0; x < X; x++) y[(size_t)x * ldy] = _mm512_reduce_add_ps(qg_tail(acc[x], row, qx[x], b, nb, dt));
+    for (int x = 0; x < X; x++)
+        y[(size_t)x * ldy] = i16 ? i16_tail(yv[x], row, qx[x], b, nb, ts_x16_stored(dt))
+                                 : _mm512_reduce_add_ps(qg_tail(acc[x], row, qx[x], b, nb, dt));
 }
 
 /* Two W rows by two x rows (a batched decode): per 64 bytes one code load per W row and one x
@@ -540,9 +600,10 @@ static int qg_prepare_rows(qgx *x4, const ts_gemm_qx *qx, int S, int K, ts_dtype
     return 1;
 }
 
+/* i16 (a constant; lane forms only): the few-row prefill (row_dot_x16_xs's i16 form), untimed */
 static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
                                                                     const uint8_t *W, int K, int n0, int n1,
-                                                                    ts_dtype dt, int gf) {
+                                                                    ts_dtype dt, int gf, int i16) {
     int nb = K / TS_QBLOCK, ng = nb / QG;
     size_t rb = ts_gemm_row_bytes(dt, K);
     uint8_t sbuf[QG_BATCH_STACK] __attribute__((aligned(64)));
@@ -553,15 +614,15 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     const size_t bb = ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     /* timed as the single decode is: a server decodes only through here, and its process must
      * make the prefetch choice too (the candidates see the same mix of S, as they take turns by
-     * time slices) */
+     * time slices); a prefill call is not a decode sample */
     ts_pf_kind kind = pf_kind(dt);
     uint64_t bytes = (uint64_t)(n1 - n0) * rb, t0;
-    int c = ts_pf_begin(kind, bytes, &t0);
+    int c = ts_pf_begin(kind, i16 ? 0 : bytes, &t0);
     ts_pf pf = ts_pf_candidate(kind, c);
     int n = n0;
     if (ts_dtype_is_x16(dt)) {
         const ts_pf none = {0, 0};
-        int pairs = S >= 2 && x16_rows(rb, pf) >= 2; /* the tile's prefetch front, as rows_dot_x16's */
+        int pairs = !i16 && S >= 2 && x16_rows(rb, pf) >= 2; /* the tile's prefetch front, as rows_dot_x16's */
         for (; n + 2 <= n1 && pairs; n += 2) /* pairs of W rows by pairs of x rows, an odd x row alone */
             for (int s = 0; s < S; s += 2) {
                 float *ys = y + (size_t)s * ldy + n;
@@ -570,7 +631,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
                 if (s + 2 <= S) tile_x16_2x2(ys, (size_t)ldy, row, rb, qx + s, x4 + s, nb, dt, gf, p);
                 else
                     for (int r = 0; r < 2; r++)
-                        row_dot_x16_xs(ys + r, (size_t)ldy, row + (size_t)r * rb, qx + s, x4 + s, 1, nb, dt, gf, none);
+                        row_dot_x16_xs(ys + r, (size_t)ldy, row + (size_t)r * rb, qx + s, x4 + s, 1, nb, dt, gf, 0, none);
             }
         for (; n < n1; n++) /* up to 4 x rows at a time (the W row stays in L1 for the next 4) */
             for (int s = 0; s < S; s += 4) {
@@ -578,10 +639,10 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
                 const uint8_t *row = W + (size_t)n * rb;
                 ts_pf p = s ? none : pf;
                 switch (S - s < 4 ? S - s : 4) {
-                case 1: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf, p); break;
-                case 2: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf, p); break;
-                case 3: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, gf, p); break;
-                default: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, gf, p); break;
+                case 1: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf, i16, p); break;
+                case 2: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf, i16, p); break;
+                case 3: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, gf, i16, p); break;
+                default: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, gf, i16, p); break;
                 }
             }
     }
@@ -627,10 +688,10 @@ static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, cons
 /* 2-4 rows with S a constant too: their accumulators stay in registers */
 #define QG_BATCH(DT, GF)                                                                               \
     switch (S) {                                                                                       \
-    case 2: gemv_rows_batch_g(y, ldy, qx, 2, W, K, n0, n1, DT, GF); return;                            \
-    case 3: gemv_rows_batch_g(y, ldy, qx, 3, W, K, n0, n1, DT, GF); return;                            \
-    case 4: gemv_rows_batch_g(y, ldy, qx, 4, W, K, n0, n1, DT, GF); return;                            \
-    default: gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, DT, GF); return;                           \
+    case 2: gemv_rows_batch_g(y, ldy, qx, 2, W, K, n0, n1, DT, GF, 0); return;                            \
+    case 3: gemv_rows_batch_g(y, ldy, qx, 3, W, K, n0, n1, DT, GF, 0); return;                            \
+    case 4: gemv_rows_batch_g(y, ldy, qx, 4, W, K, n0, n1, DT, GF, 0); return;                            \
+    default: gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, DT, GF, 0); return;                           \
     }
     if (dt == TS_DTYPE_Q8_0) QG_BATCH(TS_DTYPE_Q8_0, 0)
     else if (dt == TS_DTYPE_Q8_0X16) QG_BATCH(TS_DTYPE_Q8_0X16, 0)
@@ -671,6 +732,7 @@ void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, con
  * differs from decode only in the FP32 summation order; every output is the same computation
  * whatever tile, S or thread split (the framework's per-K-block running sum). */
 #define Q16_KB 128 /* positions per K block: a panel is 16 KiB of codes + 1 KiB of scales */
+_Static_assert(Q16_KB == I16_KB_BLOCKS * TS_QBLOCK, "the few-row kernel (i16_tail, i16_group) follows I16's K blocks");
 #define Q16_MR 3
 
 /* Codes of x rows [0, S), positions [k0, k0 + kb), at row stride TS_PANEL_LDB dwords: kb int16
@@ -912,119 +974,12 @@ static const ts_panel_ops k_q4x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4x16,
 static const ts_panel_ops k_q8x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8x16,
                                      TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0X16};
 
-
-/* ---- Prefill of a few rows on the lane forms, with I16's bits and no panel ----
- * A few-row I16 call is mostly packing: every call widens and transposes each W block into its
- * panel, which made a 2-8 token prompt cost 2-4 decode steps a token on a Q4_0 model. I16's
- * arithmetic per (x row, W row) is: per K block of Q16_KB positions (4 blocks; the last may have
- * fewer) acc = 0, then per block in order acc = fma((float)isum, d_w * d_x, acc), where isum is
- * the block's exact int32 dot; then y = acc for the first K block and y + acc for each next one
- * (qint_tile, ts_panel_store). Here the exact block sums come from the decode's vpdpbusd chains
- * on the codes as they lie (row_dot_x16_xs's loop), 16 at once, lane = block; then the same FP32
- * steps in the same order: a group's 16 blocks are its 4 K blocks (groups and K blocks both
- * start at multiples of 512 and 128 positions), Q8_0's lane 4c + a holds step c of K block a, so
- * one 128-bit FMA per step runs the 4 K blocks side by side (Q4_0's lanes are permuted to that
- * order first), and the 4 sums go into y in order. The row's last nb % 16 blocks, stored as in
- * the file, one block at a time (vpdpwssd, as qg_tail). Same bits as I16 (and so AMX) on any
- * split of rows or columns: test_cpu_gemm_q compares it with I16 on the stored rows. */
-_Static_assert(Q16_KB == 4 * TS_QBLOCK, "a K block of I16 is 4 blocks: a group holds 4 of them");
-static inline __attribute__((always_inline)) float i16_tail(float yv, const uint8_t *row, ts_gemm_qx qx, int b, int nb,
-                                                            ts_dtype st) {
-    const size_t bb = st == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
-    const __m512i z = _mm512_setzero_si512();
-    for (; b < nb; b += 4) { /* one K block */
-        __m128 acc = _mm_setzero_ps();
-        for (int k = b; k < nb && k < b + 4; k++) {
-            const uint8_t *p0 = row + (size_t)k * bb;
-            int isum = _mm512_reduce_add_epi32(_mm512_dpwssd_epi32(z, block_w16(p0, st), _mm512_loadu_si512(qx.q + (size_t)k * TS_QBLOCK)));
-            acc = _mm_fmadd_ss(_mm_set_ss((float)isum), _mm_set_ss(f16(p0) * qx.d[k]), acc);
-        }
-        yv = b ? yv + _mm_cvtss_f32(acc) : _mm_cvtss_f32(acc);
-    }
-    return yv;
-}
-
-/* A group's 4 K blocks into y (yv; g == 0: the row's first group) in I16's order, from the exact
- * block sums (ih << 8) + il and the scales dw, dx in the form's lane order */
-static inline __attribute__((always_inline)) float i16_group(float yv, int g, __m512i ih, __m512i il, __m512 dw,
-                                                             const float *dx, int q8) {
-    const __m512i steps = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); /* Q4_0 lane 4a + c -> 4c + a */
-    __m512 sv = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ih, 8), il));
-    __m512 mv = _mm512_mul_ps(dw, _mm512_loadu_ps(dx));
-    if (!q8) sv = _mm512_permutexvar_ps(steps, sv), mv = _mm512_permutexvar_ps(steps, mv);
-    __m128 a = _mm_fmadd_ps(_mm512_castps512_ps128(sv), _mm512_castps512_ps128(mv), _mm_setzero_ps());
-    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 1), _mm512_extractf32x4_ps(mv, 1), a);
-    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 2), _mm512_extractf32x4_ps(mv, 2), a);
-    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 3), _mm512_extractf32x4_ps(mv, 3), a);
-    float k0 = _mm_cvtss_f32(a), k1 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 1));
-    float k2 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 2)), k3 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 3));
-    float v = g ? yv + k0 : k0; /* the first K block stores, the others add, in order */
-    v = v + k1;
-    v = v + k2;
-    return v + k3;
-}
-
-static inline __attribute__((always_inline)) void row_i16_x16_xs(float *y, size_t ldy, const uint8_t *row,
-                                                                  const ts_gemm_qx *qx, const qgx *x4, int X, int nb,
-                                                                  ts_dtype dt, int gf) {
-    const int q8 = dt == TS_DTYPE_Q8_0X16;
-    const size_t bb = q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
-    const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
-    float yv[4] = {0, 0, 0, 0};
-    int ng = nb / QG, b = 0;
-    for (int g = 0; g < ng; g++, b += QG) {
-        const uint8_t *p = row + (size_t)b * bb;
-        __m512i ih[4], il[4];
-        for (int x = 0; x < X; x++) ih[x] = z, il[x] = _mm512_loadu_si512(x4[x].ncorr + b);
-        for (int j = 0; j < 4; j++) {
-            __m512i c0, c1, u0, u1;
-            X16_CODES(p + 32, j, q8, gf, c0, c1, u0, u1);
-            for (int x = 0; x < X; x++) {
-                const uint8_t *xh = x4[x].hi + (size_t)b * TS_QBLOCK + 64 * j, *xl = x4[x].lo + (size_t)b * TS_QBLOCK + 64 * j;
-                ih[x] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(ih[x], u0, _mm512_loadu_si512(xh)), u1,
-                                            _mm512_loadu_si512(xh + 256));
-                il[x] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(il[x], _mm512_loadu_si512(xl), c0),
-                                            _mm512_loadu_si512(xl + 256), c1);
-            }
-        }
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-        for (int x = 0; x < X; x++) yv[x] = i16_group(yv[x], g, ih[x], il[x], dw, x4[x].d + b, q8);
-    }
-    for (int x = 0; x < X; x++) y[(size_t)x * ldy] = i16_tail(yv[x], row, qx[x], b, nb, ts_x16_stored(dt));
-}
-
-static inline __attribute__((always_inline)) void i16_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
-                                                                   const uint8_t *W, int K, int n0, int n1,
-                                                                   ts_dtype dt, int gf) {
-    int nb = K / TS_QBLOCK;
-    size_t rb = ts_gemm_row_bytes(dt, K);
-    uint8_t sbuf[QG_BATCH_STACK] __attribute__((aligned(64)));
-    void *heap;
-    qgx x4[TS_GEMM_BATCH_MAX];
-    if (!qg_prepare_rows(x4, qx, S, K, dt, sbuf, sizeof sbuf, &heap)) return; /* as ts_cpu_gemm_q_decode */
-    /* the decode's prefetch distances, untimed (a prefill call is not a decode sample) */
-    uint64_t t0;
-    ts_pf pf = ts_pf_candidate(pf_kind(dt), ts_pf_begin(pf_kind(dt), 0, &t0));
-    for (int n = n0; n < n1; n++) {
-        const uint8_t *row = W + (size_t)n * rb;
-        ts_pf_lines(row, pf, (int)((rb + 63) / 64));
-        for (int s = 0; s < S; s += 4) { /* up to 4 x rows at a time (the W row stays in L1 for the next 4) */
-            float *ys = y + (size_t)s * ldy + n;
-            switch (S - s < 4 ? S - s : 4) {
-            case 1: row_i16_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf); break;
-            case 2: row_i16_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf); break;
-            case 3: row_i16_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, gf); break;
-            default: row_i16_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, gf); break;
-            }
-        }
-    }
-    free(heap);
-}
+/* the few-row prefill (gemv_rows_batch_g's i16 form) per type and nibble split */
 static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K, int n0,
                            int n1) {
-    if (dt == TS_DTYPE_Q8_0X16) i16_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q8_0X16, 0);
-    else if (ts_cpu_q_gfni()) i16_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16, 1);
-    else i16_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16, 0);
+    if (dt == TS_DTYPE_Q8_0X16) gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q8_0X16, 0, 1);
+    else if (ts_cpu_q_gfni()) gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16, 1, 1);
+    else gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16, 0, 1);
 }
 
 /* Whether a lane-form prefill of S rows takes i16_rows_batch instead of the I16 panels (or the
