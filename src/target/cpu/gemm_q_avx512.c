@@ -637,7 +637,8 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
             for (int s = 0; s < S; s += 4) {
                 float *ys = y + (size_t)s * ldy + n;
                 const uint8_t *row = W + (size_t)n * rb;
-                ts_pf p = s ? none : pf;
+                ts_pf p = s || i16 ? none : pf;
+                if (i16 && !s) ts_pf_lines(row, pf, (int)((rb + 63) / 64)); /* the row's lines at once */
                 switch (S - s < 4 ? S - s : 4) {
                 case 1: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf, i16, p); break;
                 case 2: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf, i16, p); break;
