@@ -342,7 +342,9 @@ static void check_x16(ts_dtype dt) {
     rng = 0x51afd7ed558ccd3dull;
     static const struct {
         int N, K;
-    } shapes[] = {{2048, 2048}, {1024, 3072}, {37, 2080}, {70, 288}, {5, 512}, {3, 32}, {45, 800}, {40, 1088}};
+    } shapes[] = {{2048, 2048}, {1024, 3072}, {37, 2080}, {70, 288}, {5, 512}, {3, 32}, {45, 800}, {40, 1088},
+                  {64, 1024}, {24, 8192}, {9, 608}}; /* the last three: the few-row prefill at Qwen3's K, at
+                                                       * Llama's down projection, and a last K block of 3 */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int N = shapes[i].N, K = shapes[i].K, nb = K / TS_QBLOCK;
         size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)nb;
@@ -366,7 +368,7 @@ static void check_x16(ts_dtype dt) {
         free(a), free(b);
         /* 5, 8, 17, 32: the batched decode's pairs of x rows with an odd one, and its chunks of 4 x
          * rows (an odd last W row); 32 = TS_GEMM_BATCH_MAX */
-        static const int Ss[] = {1, 2, 3, 5, 8, 17, 32, 64};
+        static const int Ss[] = {1, 2, 3, 5, 6, 8, 11, 17, 32, 64}; /* 2-11: the few-row prefill (gemm_q_avx512.c) */
         int same_all = 1;
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
             int S = Ss[si];

@@ -52,7 +52,9 @@ static int run_pieces(ts_cpu *c, ts_cpu_seq *s, const int32_t *toks, const int *
     return 0;
 }
 
-static void check_split(const char *name, const ts_model *m, ts_cpu_variant v, int chunk, int wide) {
+/* copy: the weights copied (TS_OPT_ZERO_COPY off), so Q8_0 / Q4_0 take the cpu target's 16-block
+ * lane order where its kernels want it (gemm.h), and its few-row prefill (2-11 rows) */
+static void check_split(const char *name, const ts_model *m, ts_cpu_variant v, int chunk, int wide, int copy) {
     const ts_config *cf = ts_model_config(m);
     int V = cf->n_vocab;
     ts_error err;
@@ -60,7 +62,7 @@ static void check_split(const char *name, const ts_model *m, ts_cpu_variant v, i
     ts_cpu_seq *cold = NULL, *warm = NULL;
     /* the session's max_seq sets its prefill chunk (min(max_seq, 256)): a small one puts chunk
      * boundaries inside these prompts */
-    ts_cpu_opts o = {.n_threads = 2, .force_variant = (int)v};
+    ts_cpu_opts o = {.n_threads = 2, .force_variant = (int)v, .disable = copy ? TS_OPT_ZERO_COPY : 0};
     float *ref = malloc(sizeof(float) * (size_t)V), *got = malloc(sizeof(float) * (size_t)V);
     int32_t toks[CAP];
     for (int i = 0; i < CAP; i++) toks[i] = tok_at(i, V);
@@ -216,7 +218,12 @@ int main(void) {
                 /* real widths: the vector kernels (the scalar one is slow there and has no tiles) */
                 if (models[mi].layers && (v == TS_CPU_SCALAR || q == 1)) continue;
                 if (mi == 0 && q) continue; /* the second tiny model: BF16 (its K are not whole Q blocks) */
-                check_split(name, m, (ts_cpu_variant)v, 24, models[mi].layers != 0);
+                check_split(name, m, (ts_cpu_variant)v, 24, models[mi].layers != 0, 0);
+                if (q && v == TS_CPU_AVX512BF16) { /* the copies in lane order, pieces of 2-11 rows included */
+                    char nc[160];
+                    snprintf(nc, sizeof nc, "%s, copied", name);
+                    check_split(nc, m, (ts_cpu_variant)v, 24, models[mi].layers != 0, 1);
+                }
                 if (mi && !q) check_long(name, m, (ts_cpu_variant)v); /* 2 and 8 kv heads */
                 if (q || v == TS_CPU_SCALAR) continue;
                 /* the same with an F16 cache (--kv-cache f16): its stores, copies across
@@ -224,7 +231,7 @@ int main(void) {
                 char n16[160];
                 snprintf(n16, sizeof n16, "%s, F16 KV cache", name);
                 m->kv_type = TS_DTYPE_F16;
-                check_split(n16, m, (ts_cpu_variant)v, 24, models[mi].layers != 0);
+                check_split(n16, m, (ts_cpu_variant)v, 24, models[mi].layers != 0, 0);
                 if (mi) check_long(n16, m, (ts_cpu_variant)v);
                 m->kv_type = TS_DTYPE_F32;
             }

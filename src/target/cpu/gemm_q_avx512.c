@@ -386,8 +386,10 @@ static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const u
  * start at multiples of 512 and 128 positions), Q8_0's lane 4c + a holds step c of K block a, so
  * one 128-bit FMA per step runs the 4 K blocks side by side (Q4_0's lanes are permuted to that
  * order first), and the 4 sums go into y in order. The row's last nb % 16 blocks, stored as in
- * the file, one block at a time (vpdpwssd, as qg_tail). Same bits as I16 (and so AMX) on any
- * split of rows or columns: test_cpu_gemm_q compares it with I16 on the stored rows. The
+ * the file, one block at a time (vpdpwssd, as qg_tail). Same bits as I16 (and so AMX):
+ * test_cpu_gemm_q compares it with I16 on the stored rows (2-11 rows, a column share, K with
+ * whole groups, tails and a last K block of 1-3 blocks), test_cpu_prefix a copied model's
+ * prompts prefilled in pieces with the prompt in one call. The
  * group loop is row_dot_x16_xs's (its i16 form); i16_rows_batch drives it. */
 #define I16_KB_BLOCKS 4 /* I16's K block (Q16_KB, asserted there) in blocks: a group holds 4 */
 static inline __attribute__((always_inline)) float i16_tail(float yv, const uint8_t *row, ts_gemm_qx qx, int b, int nb,
@@ -638,7 +640,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
                 float *ys = y + (size_t)s * ldy + n;
                 const uint8_t *row = W + (size_t)n * rb;
                 ts_pf p = s || i16 ? none : pf;
-                if (i16 && !s) ts_pf_lines(row, pf, (int)((rb + 63) / 64)); /* the row's lines at once */
+                if (i16 && !s) ts_pf_lines(row, pf, (int)((rb + 63) / 64)); /* a row's worth of lines pf ahead, as it starts */
                 switch (S - s < 4 ? S - s : 4) {
                 case 1: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf, i16, p); break;
                 case 2: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf, i16, p); break;
@@ -1011,7 +1013,8 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
             ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
         else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         break;
-    case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); I16 below 32 rows, 12 on the lane order (gemm.h) */
+    case TS_Q_PREFILL_AMX: /* the same bits every way (gemm_q_amx.c): the few-row kernel where i16_small_rows says,
+                            * else I16 below 32 rows (12 on the lane order, gemm.h), AMX from there */
         if (ts_dtype_is_x16(dt) && i16_small_rows(S, K))
             ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
         else if (S >= (ts_dtype_is_x16(dt) ? TS_AMX_MIN_S_X16 : TS_AMX_MIN_S)) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
