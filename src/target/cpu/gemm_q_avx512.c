@@ -1005,19 +1005,17 @@ static void q_prefill_i8(float *y, int ldy, const float *xp, int ldx, const void
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
                                   ts_dtype dt, int K, int S, int n0, int n1) {
     if (n0 >= n1 || S < 1) return;
+    /* I16's bits (I16 itself or AMX) for a few lane-order rows: the few-row kernel */
+    if ((k == TS_Q_PREFILL_I16 || k == TS_Q_PREFILL_AMX) && ts_dtype_is_x16(dt) && i16_small_rows(S, K)) {
+        ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
+        return;
+    }
     switch (k) {
     case TS_Q_PREFILL_BF16: ts_cpu_gemm_q_bf16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I8: q_prefill_i8(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
-    case TS_Q_PREFILL_I16:
-        if (ts_dtype_is_x16(dt) && i16_small_rows(S, K))
-            ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
-        else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
-        break;
-    case TS_Q_PREFILL_AMX: /* the same bits every way (gemm_q_amx.c): the few-row kernel where i16_small_rows says,
-                            * else I16 below 32 rows (12 on the lane order, gemm.h), AMX from there */
-        if (ts_dtype_is_x16(dt) && i16_small_rows(S, K))
-            ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
-        else if (S >= (ts_dtype_is_x16(dt) ? TS_AMX_MIN_S_X16 : TS_AMX_MIN_S)) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+    case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); I16 below 32 rows, 12 on the lane order (gemm.h) */
+        if (S >= (ts_dtype_is_x16(dt) ? TS_AMX_MIN_S_X16 : TS_AMX_MIN_S)) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         break;
     default: ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
