@@ -198,9 +198,10 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
  * docs/performance.md, session 32); the AMX packs read either order and take it from 12 rows
  * (TS_AMX_MIN_S_X16), and below that (since session 33; rows * K <= 49152, so Llama-3.2-1B's down
  * projection from 7 rows still takes I16's packs) the few-row kernel reads it as it lies
- * (Qwen3-0.6B Q8_0 prompts of 2-4 tokens 1.7-1.85x the tok/s of the I16 panels it replaced, whose
- * unlaning had cost 0.81-0.91x of the stored order at 4 tokens). Not elsewhere: on the Zen 5 VM (no AMX) the Q8_0 lane order made its GEMV 1.35x
- * faster from L2 but decode no faster from DRAM (1.751x vs 1.734x our BF16, 1.823x vs 1.828x),
+ * (Qwen3-0.6B Q8_0 prompts of 2-4 tokens 1.5-1.9x the tok/s of the I16 panels it replaced, whose
+ * unlaning had cost 0.81-0.91x of the stored order at 4 tokens). Not elsewhere: on the Zen 5 VM
+ * (no AMX) the Q8_0 lane order made its GEMV 1.35x faster from L2 but decode no faster from DRAM
+ * (1.751x vs 1.734x our BF16, 1.823x vs 1.828x),
  * while the I16 prefill packs, which must put the blocks back, ran 1.1-1.5x slower at S = 2-256
  * (Q4_0's: 0.93-1.10x). TESSERA_Q_LAYOUT=stored keeps every file's layout, =lanes takes Q8_0 too
  * (read at each session's creation, so one process can compare). */

@@ -331,7 +331,8 @@ static inline __attribute__((always_inline)) __m512i q4_high_nibbles(__m512i q, 
  * L1/L2, bound by loads, this one 11.4-13.4 for four rows (one core, 4.2 GHz; one row alone is no
  * faster, 15.4-19.2: it takes only a share's last rows, or rows too long for four). Per row the
  * same exact int32 block sums as qg_group_x (wrapping integer adds, so their grouping does not
- * matter) and the same FP32 steps in the same order, so every row has row_dot_g's bits. The prefetch runs over the R consecutive rows' bytes as one linear stream:
+ * matter) and the same FP32 steps in the same order, so every row has row_dot_g's bits. The
+ * prefetch runs over the R consecutive rows' bytes as one linear stream:
  * at group g the lines of R groups from pf bytes past byte g * R * (group bytes) of the block.
  * That front reaches row r's group g in time only while r * (row bytes) <= pf, so the caller
  * takes R rows only while (R - 1) * (row bytes) fits in the farther distance (x16_rows). */
@@ -376,7 +377,7 @@ static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const u
 
 /* ---- Prefill of a few rows on the lane forms, with I16's bits and no panel ----
  * A few-row I16 call is mostly packing: every call widens and transposes each W block into its
- * panel, which made a 2-8 token prompt cost 2-4 decode steps a token on a Q4_0 model. I16's
+ * panel, so a 2-4 token prompt on Qwen3-0.6B Q4_0 took as long as 3-3.5 decode steps. I16's
  * arithmetic per (x row, W row) is: per K block of Q16_KB positions (4 blocks; the last may have
  * fewer) acc = 0, then per block in order acc = fma((float)isum, d_w * d_x, acc), where isum is
  * the block's exact int32 dot; then y = acc for the first K block and y + acc for each next one
@@ -987,10 +988,11 @@ static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const
 
 /* Whether a lane-form prefill of S rows takes i16_rows_batch instead of the I16 panels (or the
  * AMX tiles, from TS_AMX_MIN_S_X16 rows). Measured on the Intel Xeon with AMX, one thread, one
- * matrix, against the path before (I16 panels below 12 rows, AMX from 12; docs/performance.md,
- * session 33): 8192 x 2048 Q8_0 0.75 vs 2.72 ms at 2 rows, 1.93 vs 3.66 at 8, 2.98 vs 4.16 at
- * 11; Q4_0 0.61 vs 1.95, 1.85 vs 2.86, 2.65 vs 3.27; 2048 x 8192 (whose x rows outgrow L1) Q8_0
- * 2.79 vs 3.20 at 6 rows but 3.48 vs 3.59 at 8, Q4_0 2.39 vs 2.65 at 6, 3.10 vs 2.90 at 8. */
+ * matrix, against the path before (a7be749: I16 panels below 12 rows, AMX from 12), ms:
+ * 8192 x 2048 Q8_0 0.82 vs 2.60 at 2 rows, 1.99 vs 3.71 at 8, 2.99 vs 4.10 at 11 (AMX at 12:
+ * 3.32); Q4_0 0.62 vs 1.88, 1.95 vs 2.91, 2.70 vs 3.32; 2048 x 8192, whose x rows outgrow L1,
+ * Q8_0 2.86 vs 3.25 at 6 rows, Q4_0 2.45 vs 2.57 (at 8 rows, measured before this bound, the
+ * few-row kernel was no faster there: 3.48 vs 3.59 and 3.10 vs 2.90). */
 static int i16_small_rows(int S, int K) { return S < TS_AMX_MIN_S_X16 && (long)S * K <= 6 * 8192; }
 
 static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
