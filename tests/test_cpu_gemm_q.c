@@ -343,8 +343,10 @@ static void check_x16(ts_dtype dt) {
     static const struct {
         int N, K;
     } shapes[] = {{2048, 2048}, {1024, 3072}, {37, 2080}, {70, 288}, {5, 512}, {3, 32}, {45, 800}, {40, 1088},
-                  {64, 1024}, {24, 8192}, {9, 608}}; /* the last three: the few-row prefill at Qwen3's K, at
-                                                       * Llama's down projection, and a last K block of 3 */
+                  {64, 1024}, {24, 8192}, {9, 608}, {13, 4192}, {11, 2624}};
+    /* from {64, 1024}: the few-row prefill at Qwen3's K, at Llama's down projection (4 K ranges),
+     * a last K block of 3, 2 K ranges with a tail of 3 blocks, and a last range of one group with
+     * a tail of 2 (gemm_q_avx512.c, i16_blocks) */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int N = shapes[i].N, K = shapes[i].K, nb = K / TS_QBLOCK;
         size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)nb;
@@ -392,14 +394,17 @@ static void check_x16(ts_dtype dt) {
             }
             /* every prefill kernel (AMX: its tiles where this machine has them, else I16), and
              * the batched decode */
-            for (int k = 0; k < TS_Q_PREFILL_COUNT && S >= 2; k++) {
-                ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y0, N, xp, K, w, dt, K, S, 0, N);
-                ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y1, N, xp, K, r, x16, K, S, 0, N);
-                int same = !memcmp(y0, y1, sizeof(float) * (size_t)S * N);
-                CHECK(same, "N=%d K=%d S=%d prefill %s: lane order differs from stored", N, K, S,
-                      ts_q_prefill_name((ts_q_prefill)k));
-                same_all &= same;
-            }
+            for (int k = 0; k < TS_Q_PREFILL_COUNT && S >= 2; k++)
+                for (int cut = 0; cut < 2; cut++) { /* all rows, then a share (the few-row blocks start at its first row) */
+                    int a0 = cut ? n0 : 0, a1 = cut ? n1 : N;
+                    memset(y0, 0, sizeof(float) * (size_t)S * N), memset(y1, 0, sizeof(float) * (size_t)S * N);
+                    ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y0, N, xp, K, w, dt, K, S, a0, a1);
+                    ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)k, y1, N, xp, K, r, x16, K, S, a0, a1);
+                    int same = !memcmp(y0, y1, sizeof(float) * (size_t)S * N);
+                    CHECK(same, "N=%d K=%d S=%d cols [%d,%d) prefill %s: lane order differs from stored", N, K, S, a0, a1,
+                          ts_q_prefill_name((ts_q_prefill)k));
+                    same_all &= same;
+                }
             for (int cut = 0; cut < 2 && S <= TS_GEMM_BATCH_MAX; cut++) { /* all rows, then a share */
                 int a0 = cut ? n0 : 0, a1 = cut ? n1 : N;
                 for (size_t e = 0; e < (size_t)S * N; e++) y0[e] = y1[e] = -7.0f; /* outside the share: untouched */

@@ -433,17 +433,19 @@ static inline __attribute__((always_inline)) float i16_group(float yv, int g, __
  * loaded and split once per 64 bytes for all X (rows_dot_x16's operations per x row, so each
  * output has the single decode's bits). i16 (a constant): the few-row prefill's sums instead
  * (i16_group, i16_tail: I16's bits). */
-static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_t ldy, const uint8_t *row,
-                                                                  const ts_gemm_qx *qx, const qgx *x4, int X, int nb,
-                                                                  ts_dtype dt, int gf, int i16, ts_pf pf) {
+static inline __attribute__((always_inline)) void row_dot_x16_xs_g(float *y, size_t ldy, const uint8_t *row,
+                                                                    const ts_gemm_qx *qx, const qgx *x4, int X, int nb,
+                                                                    ts_dtype dt, int gf, int i16, ts_pf pf, int g0,
+                                                                    int g1) {
     const int q8 = dt == TS_DTYPE_Q8_0X16;
     const size_t bb = q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
     __m512 acc[4];
     float yv[4];
-    for (int x = 0; x < X; x++) acc[x] = _mm512_setzero_ps(), yv[x] = 0.0f;
-    int ng = nb / QG, b = 0;
-    for (int g = 0; g < ng; g++, b += QG) {
+    /* i16 from a later group on: y holds the sum so far (stored exactly as a float) */
+    for (int x = 0; x < X; x++) acc[x] = _mm512_setzero_ps(), yv[x] = g0 ? y[(size_t)x * ldy] : 0.0f;
+    int ng = nb / QG, b = g0 * QG;
+    for (int g = g0; g < g1; g++, b += QG) {
         const uint8_t *p = row + (size_t)b * bb;
         ts_pf_lines(p, pf, (int)((QG * bb + 63) / 64));
         __m512i ih[4], il[4]; /* the chains of rows_dot_x16 */
@@ -470,8 +472,15 @@ static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_
         }
     }
     for (int x = 0; x < X; x++)
-        y[(size_t)x * ldy] = i16 ? i16_tail(yv[x], row, qx[x], b, nb, ts_x16_stored(dt))
+        y[(size_t)x * ldy] = i16 ? (g1 < ng ? yv[x] : i16_tail(yv[x], row, qx[x], b, nb, ts_x16_stored(dt)))
                                  : _mm512_reduce_add_ps(qg_tail(acc[x], row, qx[x], b, nb, dt));
+}
+/* The whole row. (Groups [g0, g1) only in the i16 form: its y after the last group of a range
+ * is the running FP32 sum, which the next range continues, and the tail comes with g1 = ng.) */
+static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_t ldy, const uint8_t *row,
+                                                                  const ts_gemm_qx *qx, const qgx *x4, int X, int nb,
+                                                                  ts_dtype dt, int gf, int i16, ts_pf pf) {
+    row_dot_x16_xs_g(y, ldy, row, qx, x4, X, nb, dt, gf, i16, pf, 0, nb / QG);
 }
 
 /* Two W rows by two x rows (a batched decode): per 64 bytes one code load per W row and one x
@@ -603,6 +612,45 @@ static int qg_prepare_rows(qgx *x4, const ts_gemm_qx *qx, int S, int K, ts_dtype
     return 1;
 }
 
+/* The few-row prefill's loop (lane forms): W rows in blocks of FR_ROWS, each block's K in ranges
+ * of FR_GROUPS groups (2048 positions), per range the x rows 4 at a time against every row of the
+ * block. So the x that a range reads (4 rows: 16 KiB) and the block's codes of the range stay in
+ * L1 whatever K is: one W row against all of x at once had x fall out of L1 from K = 8192 (8 x
+ * rows: 256 KiB of x per W row), and the few-row kernel lost to the panels there from 7 rows.
+ * Each row's lines are requested pf ahead as its first range starts (the decode's distances:
+ * one linear stream where a block is one range, K <= 2048; the first range of a block brings the
+ * block into L2 otherwise). A row's sums run in I16's order across the ranges
+ * (row_dot_x16_xs_g), so the bits do not depend on the blocking. */
+#define FR_ROWS 8
+#define FR_GROUPS 4
+#define FR_X_L1 20480 /* S * K above which the blocks run: x (2K bytes a row) past 40 KiB */
+static inline __attribute__((always_inline)) void i16_blocks(float *y, int ldy, const ts_gemm_qx *qx, const qgx *x4,
+                                                              int S, const uint8_t *W, size_t rb, int nb, int n0,
+                                                              int n1, ts_dtype dt, int gf, ts_pf pf) {
+    const ts_pf none = {0, 0};
+    int ng = nb / QG;
+    for (int n = n0; n < n1; n += FR_ROWS) {
+        int nr = n1 - n < FR_ROWS ? n1 - n : FR_ROWS;
+        const uint8_t *blk = W + (size_t)n * rb;
+        for (int g0 = 0;; g0 += FR_GROUPS) {
+            int g1 = ng - g0 <= FR_GROUPS ? ng : g0 + FR_GROUPS;
+            for (int s = 0; s < S; s += 4)
+                for (int r = 0; r < nr; r++) {
+                    float *ys = y + (size_t)s * ldy + n + r;
+                    const uint8_t *row = blk + (size_t)r * rb;
+                    if (!s && !g0) ts_pf_lines(row, pf, (int)((rb + 63) / 64));
+                    switch (S - s < 4 ? S - s : 4) {
+                    case 1: row_dot_x16_xs_g(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf, 1, none, g0, g1); break;
+                    case 2: row_dot_x16_xs_g(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf, 1, none, g0, g1); break;
+                    case 3: row_dot_x16_xs_g(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, gf, 1, none, g0, g1); break;
+                    default: row_dot_x16_xs_g(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, gf, 1, none, g0, g1); break;
+                    }
+                }
+            if (g1 >= ng) break;
+        }
+    }
+}
+
 /* i16 (a constant; lane forms only): the few-row prefill (row_dot_x16_xs's i16 form), untimed */
 static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, int ldy, const ts_gemm_qx *qx, int S,
                                                                     const uint8_t *W, int K, int n0, int n1,
@@ -636,6 +684,10 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
                     for (int r = 0; r < 2; r++)
                         row_dot_x16_xs(ys + r, (size_t)ldy, row + (size_t)r * rb, qx + s, x4 + s, 1, nb, dt, gf, 0, none);
             }
+        if (i16 && (long)S * K > FR_X_L1) { /* x outgrows L1 */
+            i16_blocks(y, ldy, qx, x4, S, W, rb, nb, n0, n1, dt, gf, pf);
+            n = n1;
+        }
         for (; n < n1; n++) /* up to 4 x rows at a time (the W row stays in L1 for the next 4) */
             for (int s = 0; s < S; s += 4) {
                 float *ys = y + (size_t)s * ldy + n;
@@ -990,10 +1042,15 @@ static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const
  * AMX tiles, from TS_AMX_MIN_S_X16 rows). Measured on the Intel Xeon with AMX, one thread, one
  * matrix, against the path before (a7be749: I16 panels below 12 rows, AMX from 12), ms:
  * 8192 x 2048 Q8_0 0.82 vs 2.60 at 2 rows, 1.99 vs 3.71 at 8, 2.99 vs 4.10 at 11 (AMX at 12:
- * 3.32); Q4_0 0.62 vs 1.88, 1.95 vs 2.91, 2.70 vs 3.32; 2048 x 8192, whose x rows outgrow L1,
- * Q8_0 2.86 vs 3.25 at 6 rows, Q4_0 2.45 vs 2.57 (at 8 rows, measured before this bound, the
- * few-row kernel was no faster there: 3.48 vs 3.59 and 3.10 vs 2.90). */
-static int i16_small_rows(int S, int K) { return S < TS_AMX_MIN_S_X16 && (long)S * K <= 6 * 8192; }
+ * 3.32); Q4_0 0.62 vs 1.88, 1.95 vs 2.91, 2.70 vs 3.32. Where x outgrows L1 the rows run in
+ * blocks (i16_blocks, session 34); then 2048 x 8192 against the panels, ms: Q8_0 2.73 vs 3.61 at
+ * 8 rows, 3.67 vs 4.15 at 11; Q4_0 2.48 vs 2.76 at 8, but 3.10 vs 3.04, 3.38 vs 3.28 and 3.20 vs
+ * 3.21 at 9-11, so Q4_0 keeps the panels there from 9 rows. (Before the blocks this bound was
+ * S * K <= 49152: at 8 rows and K = 8192 the few-row kernel had been no faster than the panels,
+ * 3.48 vs 3.59 and 3.10 vs 2.90.) */
+static int i16_small_rows(int S, int K, ts_dtype dt) {
+    return S < TS_AMX_MIN_S_X16 && (dt == TS_DTYPE_Q8_0X16 || S <= 8 || (long)S * K <= 6 * 8192);
+}
 
 static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1) {
@@ -1008,7 +1065,7 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
                                   ts_dtype dt, int K, int S, int n0, int n1) {
     if (n0 >= n1 || S < 1) return;
     /* I16's bits (I16 itself or AMX) for a few lane-order rows: the few-row kernel */
-    if ((k == TS_Q_PREFILL_I16 || k == TS_Q_PREFILL_AMX) && ts_dtype_is_x16(dt) && i16_small_rows(S, K)) {
+    if ((k == TS_Q_PREFILL_I16 || k == TS_Q_PREFILL_AMX) && ts_dtype_is_x16(dt) && i16_small_rows(S, K, dt)) {
         ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
         return;
     }
