@@ -1044,8 +1044,8 @@ static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const
  * 8192 x 2048 Q8_0 0.82 vs 2.60 at 2 rows, 1.99 vs 3.71 at 8, 2.99 vs 4.10 at 11 (AMX at 12:
  * 3.32); Q4_0 0.62 vs 1.88, 1.95 vs 2.91, 2.70 vs 3.32. Where x outgrows L1 the rows run in
  * blocks (i16_blocks, session 34); then 2048 x 8192 against the panels, ms: Q8_0 2.73 vs 3.61 at
- * 8 rows, 3.67 vs 4.15 at 11; Q4_0 2.48 vs 2.76 at 8, but 3.10 vs 3.04, 3.38 vs 3.28 and 3.20 vs
- * 3.21 at 9-11, so Q4_0 keeps the panels there from 9 rows. (Before the blocks this bound was
+ * 8 rows, 3.67 vs 4.15 at 11; Q4_0 2.48 vs 2.76 at 8, but 3.10 vs 3.04, 3.38 vs 3.28 and 3.38-3.56
+ * vs 3.29-3.39 at 9-11, so Q4_0 keeps the panels there from 9 rows. (Before the blocks this bound was
  * S * K <= 49152: at 8 rows and K = 8192 the few-row kernel had been no faster than the panels,
  * 3.48 vs 3.59 and 3.10 vs 2.90.) */
 static int i16_small_rows(int S, int K, ts_dtype dt) {
