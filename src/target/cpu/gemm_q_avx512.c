@@ -1061,10 +1061,26 @@ static void q_prefill_i8(float *y, int ldy, const float *xp, int ldx, const void
     ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8_i8, &k_q4_i8, &k_q8x16_i8, &k_q4x16_i8), y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
+/* Whether the AMX kind runs S lane-order rows on the tiles rather than the few-row kernel (or
+ * the I16 panels). Since its packs transpose whole groups (gemm_q_amx.c, session 34) AMX costs
+ * about the same from 4 to 16 rows; against the few-row kernel, one thread, one matrix, ms (Intel
+ * Xeon, session 34): 8192 x 2048 Q8_0 1.95 vs 1.94 at 8 rows, 2.07 vs 2.28 at 9, 2.13 vs 2.89 at
+ * 11; 2048 x 8192 Q8_0 1.98 vs 1.78 at 4, 2.05 vs 2.48 at 6; 4096 x 4096 Q8_0 2.11 vs 1.94 at 6,
+ * 2.21 vs 3.06 at 8; 1024 x 3072 Q4_0 0.30 vs 0.27 at 6, 0.31 vs 0.39 at 8; 3072 x 1024 Q4_0 0.31
+ * vs 0.35 at 8, Q8_0 0.36 vs 0.35. */
+static int amx_rows_x16(int S, int K) {
+    return S >= 9 || (S >= 7 && (long)S * K >= 24576) || (S >= 6 && (long)S * K >= 49152);
+}
+
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
                                   ts_dtype dt, int K, int S, int n0, int n1) {
     if (n0 >= n1 || S < 1) return;
-    /* I16's bits (I16 itself or AMX) for a few lane-order rows: the few-row kernel */
+    /* I16's bits (I16 itself or AMX) for lane-order rows: the tiles, else for a few rows the
+     * few-row kernel */
+    if (k == TS_Q_PREFILL_AMX && ts_dtype_is_x16(dt) && amx_rows_x16(S, K)) {
+        ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+        return;
+    }
     if ((k == TS_Q_PREFILL_I16 || k == TS_Q_PREFILL_AMX) && ts_dtype_is_x16(dt) && i16_small_rows(S, K, dt)) {
         ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
         return;
@@ -1073,8 +1089,8 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
     case TS_Q_PREFILL_BF16: ts_cpu_gemm_q_bf16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I8: q_prefill_i8(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
-    case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); I16 below 32 rows, 12 on the lane order (gemm.h) */
-        if (S >= (ts_dtype_is_x16(dt) ? TS_AMX_MIN_S_X16 : TS_AMX_MIN_S)) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+    case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); stored rows: I16 below 32 rows (gemm.h) */
+        if (!ts_dtype_is_x16(dt) && S >= TS_AMX_MIN_S) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         break;
     default: ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
