@@ -224,14 +224,13 @@ const char *ts_q_prefill_name(ts_q_prefill k);
  * 16-row tiles and repacking W per call, AMX was 0.6x I16 at 2 rows, 0.97x at 16, 1.09x at 32,
  * 1.25x at 64, Qwen3-0.6B Q8_0 on the Intel Xeon with AMX). */
 #define TS_AMX_MIN_S 32
-/* From this many rows on rows in 16-block lane order (below it, since session 33, 2-11 rows take
- * the few-row kernel of gemm_q_avx512.c instead of I16, Q4_0 from 9 rows only while rows * K <=
- * 49152; AMX at 12+ rows was not measured against that kernel): the I16 packs put each Q8_0 block back
- * from its group (ts_x16_unlane4), which made a 16-token prefill 0.80-0.91x of the stored
- * order's, where the AMX packs ran it 1.04-1.10x; at 12 tokens AMX on the lane order and I16 on
- * the stored order were alike, at 8 AMX 0.81-0.96x (tessera bench, Qwen3-0.6B and
- * Llama-3.2-1B Q8_0, Intel Xeon, docs/performance.md session 32). Q4_0 in lane order on this rule
- * ran 0.96-1.08x the stored order at 8 tokens and 0.99-1.22x at 12-24. Bits are I16's either way. */
+/* Rows in 16-block lane order: the I16 kind runs the few-row kernel of gemm_q_avx512.c below this
+ * many rows (Q4_0 from 9 rows only while rows * K <= 49152), its panels from here on. The AMX kind
+ * takes the tiles from 9 rows (from 6-7 where rows * K is large; amx_rows_x16 in gemm_q_avx512.c,
+ * since session 34, when its packs stopped reading block by block) and the few-row kernel below.
+ * History: the I16 packs put each Q8_0 block back from its group (ts_x16_unlane4), which made a
+ * 16-token prefill 0.80-0.91x of the stored order's, where the AMX packs ran it 1.04-1.10x
+ * (session 32, docs/performance.md). Bits are I16's whatever runs. */
 #define TS_AMX_MIN_S_X16 12
 void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,
                        int n1);

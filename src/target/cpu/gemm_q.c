@@ -195,9 +195,9 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
 /* Only for the AVX-512 VNNI kernels (the others read stored blocks). Q4_0 always. Q8_0 where
  * the AMX prefill runs: on the Intel Xeon with AMX its lane order decoded 1.08-1.11x the tok/s of
  * the stored order (Llama-3.2-1B, Qwen3-0.6B; two sessions in one process, alternating rounds;
- * docs/performance.md, session 32); the AMX packs read either order and take it from 12 rows
- * (TS_AMX_MIN_S_X16), and below that (since session 33; since session 34 every K, but Q4_0 from
- * 9 rows only while rows * K <= 49152) the few-row kernel reads it as it lies
+ * docs/performance.md, session 32); the AMX packs read either order (the lane order's whole groups by
+ * one transpose per code vector since session 34) and take it from 9 rows (6-7 at large K), and
+ * below that (since session 33) the few-row kernel reads it as it lies
  * (Qwen3-0.6B Q8_0 prompts of 2-4 tokens 1.5-1.9x the tok/s of the I16 panels it replaced, whose
  * unlaning had cost 0.81-0.91x of the stored order at 4 tokens). Not elsewhere: on the Zen 5 VM
  * (no AMX) the Q8_0 lane order made its GEMV 1.35x faster from L2 but decode no faster from DRAM

@@ -1038,8 +1038,8 @@ static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const
     else gemv_rows_batch_g(y, ldy, qx, S, W, K, n0, n1, TS_DTYPE_Q4_0X16, 0, 1);
 }
 
-/* Whether a lane-form prefill of S rows takes i16_rows_batch instead of the I16 panels (or the
- * AMX tiles, from TS_AMX_MIN_S_X16 rows). Measured on the Intel Xeon with AMX, one thread, one
+/* Whether a lane-form prefill of S rows takes i16_rows_batch instead of the I16 panels (the AMX
+ * kind asks amx_rows_x16 first). Measured on the Intel Xeon with AMX, one thread, one
  * matrix, against the path before (a7be749: I16 panels below 12 rows, AMX from 12), ms:
  * 8192 x 2048 Q8_0 0.82 vs 2.60 at 2 rows, 1.99 vs 3.71 at 8, 2.99 vs 4.10 at 11 (AMX at 12:
  * 3.32); Q4_0 0.62 vs 1.88, 1.95 vs 2.91, 2.70 vs 3.32. Where x outgrows L1 the rows run in
