@@ -299,7 +299,10 @@ static int amx_main(void) {
                   {3, 32},      {37, 64},     {67, 96},     {5, 2080},    {70, 288},
                   /* whole 16-block groups and a tail of 9, 2 and 2 blocks (the lane order keeps
                    * a tail as stored) */
-                  {45, 800},    {33, 1600},   {40, 1088}};
+                  {45, 800},    {33, 1600},   {40, 1088},
+                  /* K chunks of AMX_KC with whole groups and a tail: 4192 = 1024 x 4 + 3 blocks;
+                   * 2624: 2 chunks, the second 1 group + 2 blocks (gemm_q_amx.c, pack_w) */
+                  {19, 4192},   {21, 2624}};
     static const int ss[] = {1, 2, 3, 5, 7, 13, 15, 16, 17, 40, 128};
     for (size_t d = 0; d < 2; d++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
@@ -370,7 +373,9 @@ static void check_x16(ts_dtype dt) {
         free(a), free(b);
         /* 5, 8, 17, 32: the batched decode's pairs of x rows with an odd one, and its chunks of 4 x
          * rows (an odd last W row); 32 = TS_GEMM_BATCH_MAX */
-        static const int Ss[] = {1, 2, 3, 5, 6, 8, 11, 17, 32, 64}; /* 2-11: the few-row prefill (gemm_q_avx512.c) */
+        /* 2-11: the few-row prefill (gemm_q_avx512.c) where the kind and rule give it those rows,
+         * from 6-9 the AMX kind's tiles (amx_rows_x16) */
+        static const int Ss[] = {1, 2, 3, 5, 6, 8, 11, 17, 32, 64};
         int same_all = 1;
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
             int S = Ss[si];

@@ -107,7 +107,8 @@ typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const 
  * (Q4_0) or block 4 (i % 4) + i / 4 (Q8_0: the lanes the stored form's kernel sums its blocks
  * in, so both forms give the same bits). The same bytes per group and row as stored: the decode
  * GEMV loads a group as it lies, where the stored form needs a gather of the scales and shuffles
- * of the codes (gemm_q_avx512.c), and the prefill packs (AMX's too) put each block back first. */
+ * of the codes (gemm_q_avx512.c); the I16/I8/FP32 packs put each block back first, the AMX packs
+ * transpose whole groups into their tiles, and the few-row prefill reads the codes as they lie. */
 #define TS_DTYPE_Q4_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 1))
 #define TS_DTYPE_Q8_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 2))
 static inline int ts_dtype_is_x16(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 || dt == TS_DTYPE_Q8_0X16; }
@@ -220,7 +221,8 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
 ts_q_prefill ts_cpu_avx512_q_prefill(void);
 const char *ts_q_prefill_name(ts_q_prefill k);
 /* The AMX kernel itself (S >= 1, any n0 < n1); I16 where AMX is not usable or memory for the
- * prepared x is short. The `amx` prefill runs it from TS_AMX_MIN_S rows, I16 below (padded to
+ * prepared x is short. The `amx` prefill runs it on stored rows from TS_AMX_MIN_S rows, I16
+ * below (lane-order rows: TS_I16_PANELS_MIN_S_X16 below); measured before session 34 (padded to
  * 16-row tiles and repacking W per call, AMX was 0.6x I16 at 2 rows, 0.97x at 16, 1.09x at 32,
  * 1.25x at 64, Qwen3-0.6B Q8_0 on the Intel Xeon with AMX). */
 #define TS_AMX_MIN_S 32
@@ -231,7 +233,7 @@ const char *ts_q_prefill_name(ts_q_prefill k);
  * History: the I16 packs put each Q8_0 block back from its group (ts_x16_unlane4), which made a
  * 16-token prefill 0.80-0.91x of the stored order's, where the AMX packs ran it 1.04-1.10x
  * (session 32, docs/performance.md). Bits are I16's whatever runs. */
-#define TS_AMX_MIN_S_X16 12
+#define TS_I16_PANELS_MIN_S_X16 12
 void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,
                        int n1);
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);

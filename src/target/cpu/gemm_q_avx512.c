@@ -387,7 +387,8 @@ static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const u
  * start at multiples of 512 and 128 positions), Q8_0's lane 4c + a holds step c of K block a, so
  * one 128-bit FMA per step runs the 4 K blocks side by side (Q4_0's lanes are permuted to that
  * order first), and the 4 sums go into y in order. The row's last nb % 16 blocks, stored as in
- * the file, one block at a time (vpdpwssd, as qg_tail). Same bits as I16 (and so AMX):
+ * the file, one block at a time (vpdpwssd, as qg_tail). Same bits as I16 (and so AMX), which is
+ * what lets the rows each kind takes (i16_small_rows, amx_rows_x16) be chosen by speed alone:
  * test_cpu_gemm_q compares it with I16 on the stored rows (2-11 rows, a column share, K with
  * whole groups, tails and a last K block of 1-3 blocks), test_cpu_prefix a copied model's
  * prompts prefilled in pieces with the prompt in one call. The
@@ -685,7 +686,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
                         row_dot_x16_xs(ys + r, (size_t)ldy, row + (size_t)r * rb, qx + s, x4 + s, 1, nb, dt, gf, 0, none);
             }
         if (i16 && (long)S * K > FR_X_L1) { /* x outgrows L1 */
-            i16_blocks(y, ldy, qx, x4, S, W, rb, nb, n0, n1, dt, gf, pf);
+            i16_blocks(y, ldy, qx, x4, S, W, rb, nb, n, n1, dt, gf, pf);
             n = n1;
         }
         for (; n < n1; n++) /* up to 4 x rows at a time (the W row stays in L1 for the next 4) */
@@ -1049,7 +1050,7 @@ static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const
  * S * K <= 49152: at 8 rows and K = 8192 the few-row kernel had been no faster than the panels,
  * 3.48 vs 3.59 and 3.10 vs 2.90.) */
 static int i16_small_rows(int S, int K, ts_dtype dt) {
-    return S < TS_AMX_MIN_S_X16 && (dt == TS_DTYPE_Q8_0X16 || S <= 8 || (long)S * K <= 6 * 8192);
+    return S < TS_I16_PANELS_MIN_S_X16 && (dt == TS_DTYPE_Q8_0X16 || S <= 8 || (long)S * K <= 6 * 8192);
 }
 
 static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
