@@ -183,7 +183,8 @@ static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, con
  * a time while this step's tiles run: the packs read W from DRAM, and without this a prefill of
  * 16-128 rows streamed W and computed by turns. Spread over the step's tile steps, since a burst
  * of the ~550 requests at the step's start (or L1 as the target) measured no gain; spread, a
- * 16-token prompt ran 1.04-1.10x (Llama-3.2-1B Q8_0) to 1.29-1.44x (Q4_0) faster (session 34). */
+ * 16-token prompt ran 0.98-1.10x as fast on Llama-3.2-1B Q8_0, 1.36-1.44x on its Q4_0 and 1.21-1.38x on
+ * Qwen3-0.6B Q4_0 (session 34, tessera bench, alternating). */
 typedef struct amx_pf {
     const char *W;
     size_t rb, off, lines, total, done;

@@ -616,8 +616,8 @@ static int qg_prepare_rows(qgx *x4, const ts_gemm_qx *qx, int S, int K, ts_dtype
 /* The few-row prefill's loop (lane forms): W rows in blocks of FR_ROWS, each block's K in ranges
  * of FR_GROUPS groups (2048 positions), per range the x rows 4 at a time against every row of the
  * block. So the x that a range reads (4 rows: 16 KiB) and the block's codes of the range stay in
- * L1 whatever K is: one W row against all of x at once had x fall out of L1 from K = 8192 (8 x
- * rows: 256 KiB of x per W row), and the few-row kernel lost to the panels there from 7 rows.
+ * L1 whatever K is: one W row against all of x at once had x fall out of L1 at K = 8192 (8 x
+ * rows: 128 KiB of x per W row), where the few-row kernel was no faster than the panels at 8 rows.
  * Each row's lines are requested pf ahead as its first range starts (the decode's distances:
  * one linear stream where a block is one range, K <= 2048; the first range of a block brings the
  * block into L2 otherwise). A row's sums run in I16's order across the ranges
