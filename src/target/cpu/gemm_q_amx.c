@@ -80,6 +80,7 @@ static void prepare_x(uint8_t *h, uint8_t *l, float *dx, const float *xp, int ld
 static void pack_groups_x16(uint8_t *B, float *dw, const uint8_t *row0, size_t rb, int nrow, int g0, int g1, int q8) {
     const size_t gb = 16 * (q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
     const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    const ts_dtype x16 = q8 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;
     for (int g = g0; g < g1; g++) {
         const uint8_t *gp = row0 + (size_t)g * gb;
         uint8_t *Bg = B + (size_t)(g - g0) * 16 * AMX_WBLK;
@@ -89,13 +90,13 @@ static void pack_groups_x16(uint8_t *B, float *dw, const uint8_t *row0, size_t r
                             : _mm512_setzero_si512();
         ts_transpose16_epi32(r);
         for (int L = 0; L < 16; L++)
-            _mm512_storeu_si512(dw + (size_t)((g - g0) * 16 + ts_x16_lane(q8 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16, L)) * 32, r[L]);
+            _mm512_storeu_si512(dw + (size_t)((g - g0) * 16 + ts_x16_lane(x16, L)) * 32, r[L]);
         for (int m = 0; m < (q8 ? 8 : 4); m++) {
             for (int i = 0; i < 16; i++)
                 r[i] = i < nrow ? _mm512_loadu_si512(gp + (size_t)i * rb + 32 + 64 * m) : _mm512_setzero_si512();
             ts_transpose16_epi32(r); /* r[L]: dword m of lane L's block in the 16 rows */
             for (int L = 0; L < 16; L++) {
-                uint8_t *o = Bg + (size_t)ts_x16_lane(q8 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16, L) * AMX_WBLK + 64 * m;
+                uint8_t *o = Bg + (size_t)ts_x16_lane(x16, L) * AMX_WBLK + 64 * m;
                 if (q8) {
                     _mm512_store_si512(o, r[L]);
                     continue;

@@ -483,6 +483,18 @@ static inline __attribute__((always_inline)) void row_dot_x16_xs(float *y, size_
                                                                   ts_dtype dt, int gf, int i16, ts_pf pf) {
     row_dot_x16_xs_g(y, ldy, row, qx, x4, X, nb, dt, gf, i16, pf, 0, nb / QG);
 }
+/* The same for X = min(xs, 4) x rows, X made a constant (the accumulators stay in registers). */
+static inline __attribute__((always_inline)) void row_dot_x16_upto4(float *y, size_t ldy, const uint8_t *row,
+                                                                     const ts_gemm_qx *qx, const qgx *x4, int xs, int nb,
+                                                                     ts_dtype dt, int gf, int i16, ts_pf pf, int g0,
+                                                                     int g1) {
+    switch (xs < 4 ? xs : 4) {
+    case 1: row_dot_x16_xs_g(y, ldy, row, qx, x4, 1, nb, dt, gf, i16, pf, g0, g1); break;
+    case 2: row_dot_x16_xs_g(y, ldy, row, qx, x4, 2, nb, dt, gf, i16, pf, g0, g1); break;
+    case 3: row_dot_x16_xs_g(y, ldy, row, qx, x4, 3, nb, dt, gf, i16, pf, g0, g1); break;
+    default: row_dot_x16_xs_g(y, ldy, row, qx, x4, 4, nb, dt, gf, i16, pf, g0, g1); break;
+    }
+}
 
 /* Two W rows by two x rows (a batched decode): per 64 bytes one code load per W row and one x
  * load per x vector serve two products each. From L1/L2 on one Zen 5 core, cycles per W group
@@ -640,12 +652,7 @@ static inline __attribute__((always_inline)) void i16_blocks(float *y, int ldy, 
                     float *ys = y + (size_t)s * ldy + n + r;
                     const uint8_t *row = blk + (size_t)r * rb;
                     if (!s && !g0) ts_pf_lines(row, pf, (int)((rb + 63) / 64));
-                    switch (S - s < 4 ? S - s : 4) {
-                    case 1: row_dot_x16_xs_g(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf, 1, none, g0, g1); break;
-                    case 2: row_dot_x16_xs_g(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf, 1, none, g0, g1); break;
-                    case 3: row_dot_x16_xs_g(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, gf, 1, none, g0, g1); break;
-                    default: row_dot_x16_xs_g(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, gf, 1, none, g0, g1); break;
-                    }
+                    row_dot_x16_upto4(ys, (size_t)ldy, row, qx + s, x4 + s, S - s, nb, dt, gf, 1, none, g0, g1);
                 }
             if (g1 >= ng) break;
         }
@@ -695,12 +702,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
                 const uint8_t *row = W + (size_t)n * rb;
                 ts_pf p = s || i16 ? none : pf;
                 if (i16 && !s) ts_pf_lines(row, pf, (int)((rb + 63) / 64)); /* a row's worth of lines pf ahead, as it starts */
-                switch (S - s < 4 ? S - s : 4) {
-                case 1: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 1, nb, dt, gf, i16, p); break;
-                case 2: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 2, nb, dt, gf, i16, p); break;
-                case 3: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 3, nb, dt, gf, i16, p); break;
-                default: row_dot_x16_xs(ys, (size_t)ldy, row, qx + s, x4 + s, 4, nb, dt, gf, i16, p); break;
-                }
+                row_dot_x16_upto4(ys, (size_t)ldy, row, qx + s, x4 + s, S - s, nb, dt, gf, i16, p, 0, nb / QG);
             }
     }
     for (; n < n1; n++) {
