@@ -630,17 +630,25 @@ static int qg_prepare_rows(qgx *x4, const ts_gemm_qx *qx, int S, int K, ts_dtype
  * block. So the x that a range reads (4 rows: 16 KiB) and the block's codes of the range stay in
  * L1 whatever K is: one W row against all of x at once had x fall out of L1 at K = 8192 (8 x
  * rows: 128 KiB of x per W row), where the few-row kernel was no faster than the panels at 8 rows.
- * Each row's lines are requested pf ahead as its first range starts (the decode's distances:
- * one linear stream where a block is one range, K <= 2048; the first range of a block brings the
- * block into L2 otherwise). A row's sums run in I16's order across the ranges
+ * W comes in as fr_spread says. A row's sums run in I16's order across the ranges
  * (row_dot_x16_xs_g), so the bits do not depend on the blocking. */
 #define FR_ROWS 8
 #define FR_GROUPS 4
 #define FR_X_L1 20480 /* S * K above which the blocks run: x (2K bytes a row) past 40 KiB */
+/* How the few-row prefill requests W. Q8_0: into L2 as it computes, with each group of the first
+ * x rows the same group FR_ROWS rows on (the next block's row, in i16_blocks). Q4_0: a row's lines
+ * in one burst as the row (its first range) starts, the decode's distances (pf). Q8_0 that way
+ * left W's reads and the products taking turns: Llama-3.2-1B Q8_0, 2 threads, a 4-token prompt
+ * took 82-83 ms so and 72 spread, 8 tokens 108.5-109 and 97-102 (4 to 32 rows ahead, or into L1,
+ * measured the same: the spreading counts). Q4_0 has half the bytes a group and was 2-5% slower
+ * spread at 6-8 tokens, whatever the distances (Llama-3.2-1B, Qwen3-0.6B; session 35). */
+static inline ts_pf fr_spread(ts_dtype dt, size_t rb) {
+    return dt == TS_DTYPE_Q8_0X16 ? (ts_pf){0, (int)(FR_ROWS * rb)} : (ts_pf){0, 0};
+}
 static inline __attribute__((always_inline)) void i16_blocks(float *y, int ldy, const ts_gemm_qx *qx, const qgx *x4,
                                                               int S, const uint8_t *W, size_t rb, int nb, int n0,
                                                               int n1, ts_dtype dt, int gf, ts_pf pf) {
-    const ts_pf none = {0, 0};
+    const ts_pf none = {0, 0}, spread = fr_spread(dt, rb);
     int ng = nb / QG;
     for (int n = n0; n < n1; n += FR_ROWS) {
         int nr = n1 - n < FR_ROWS ? n1 - n : FR_ROWS;
@@ -651,8 +659,9 @@ static inline __attribute__((always_inline)) void i16_blocks(float *y, int ldy, 
                 for (int r = 0; r < nr; r++) {
                     float *ys = y + (size_t)s * ldy + n + r;
                     const uint8_t *row = blk + (size_t)r * rb;
-                    if (!s && !g0) ts_pf_lines(row, pf, (int)((rb + 63) / 64));
-                    row_dot_x16_upto4(ys, (size_t)ldy, row, qx + s, x4 + s, S - s, nb, dt, gf, 1, none, g0, g1);
+                    if (!s && !g0 && !spread.l2) ts_pf_lines(row, pf, (int)((rb + 63) / 64));
+                    row_dot_x16_upto4(ys, (size_t)ldy, row, qx + s, x4 + s, S - s, nb, dt, gf, 1, s ? none : spread, g0,
+                                      g1);
                 }
             if (g1 >= ng) break;
         }
@@ -696,13 +705,18 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
             i16_blocks(y, ldy, qx, x4, S, W, rb, nb, n, n1, dt, gf, pf);
             n = n1;
         }
+        const ts_pf spread = i16 ? fr_spread(dt, rb) : none;
         for (; n < n1; n++) /* up to 4 x rows at a time (the W row stays in L1 for the next 4) */
             for (int s = 0; s < S; s += 4) {
                 float *ys = y + (size_t)s * ldy + n;
                 const uint8_t *row = W + (size_t)n * rb;
-                ts_pf p = s || i16 ? none : pf;
-                if (i16 && !s) ts_pf_lines(row, pf, (int)((rb + 63) / 64)); /* a row's worth of lines pf ahead, as it starts */
-                row_dot_x16_upto4(ys, (size_t)ldy, row, qx + s, x4 + s, S - s, nb, dt, gf, i16, p, 0, nb / QG);
+                if (i16 && !s && spread.l2) { /* fr_spread */
+                    row_dot_x16_upto4(ys, (size_t)ldy, row, qx + s, x4 + s, S - s, nb, dt, gf, i16, spread, 0, nb / QG);
+                    continue;
+                }
+                if (i16 && !s) ts_pf_lines(row, pf, (int)((rb + 63) / 64));
+                row_dot_x16_upto4(ys, (size_t)ldy, row, qx + s, x4 + s, S - s, nb, dt, gf, i16, s || i16 ? none : pf, 0,
+                                  nb / QG);
             }
     }
     for (; n < n1; n++) {
