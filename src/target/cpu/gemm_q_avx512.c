@@ -410,24 +410,50 @@ static inline __attribute__((always_inline)) float i16_tail(float yv, const uint
     return yv;
 }
 
-/* A group's 4 K blocks into y (yv; g == 0: the row's first group) in I16's order, from the exact
- * block sums (ih << 8) + il and the scales dw, dx in the form's lane order */
-static inline __attribute__((always_inline)) float i16_group(float yv, int g, __m512i ih, __m512i il, __m512 dw,
-                                                             const float *dx, int q8) {
-    const __m512i steps = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15); /* Q4_0 lane 4a + c -> 4c + a */
-    __m512 sv = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ih, 8), il));
-    __m512 mv = _mm512_mul_ps(dw, _mm512_loadu_ps(dx));
-    if (!q8) sv = _mm512_permutexvar_ps(steps, sv), mv = _mm512_permutexvar_ps(steps, mv);
-    __m128 a = _mm_fmadd_ps(_mm512_castps512_ps128(sv), _mm512_castps512_ps128(mv), _mm_setzero_ps());
-    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 1), _mm512_extractf32x4_ps(mv, 1), a);
-    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 2), _mm512_extractf32x4_ps(mv, 2), a);
-    a = _mm_fmadd_ps(_mm512_extractf32x4_ps(sv, 3), _mm512_extractf32x4_ps(mv, 3), a);
-    float k0 = _mm_cvtss_f32(a), k1 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 1));
-    float k2 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 2)), k3 = _mm_cvtss_f32(_mm_shuffle_ps(a, a, 3));
-    float v = g ? yv + k0 : k0; /* the first K block stores, the others add, in order */
-    v = v + k1;
-    v = v + k2;
-    return v + k3;
+/* A group's 4 K blocks into the running sums of X <= 4 x rows (yv: lane x row x's; g == 0: the
+ * row's first group) in I16's order, from the exact block sums (ih << 8) + il and the scales dw,
+ * dx in the form's lane order. Per row: per step c (Q8_0's 128-bit lane c: step c of the 4 K
+ * blocks; Q4_0's lanes permuted to that order first) acc = fma(sum, d_w * d_x, acc) from zero,
+ * then the 4 K blocks' sums added in order. The 4 rows' 128-bit lanes are transposed so that one
+ * 512-bit FMA runs a step for all 4 and one 128-bit add a K block: per element the same FP32
+ * operations in the same order as a row at a time (extracting each lane), which took about twice
+ * the operations, most of them shuffles, and ~14% of the few-row prefill's time (session 35). */
+static inline __attribute__((always_inline)) __m128 i16_group(__m128 yv, int g, const __m512i *ih, const __m512i *il,
+                                                                 __m512 dw, const qgx *x4, int b, int X, int q8) {
+    const __m512i steps = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    __m512 sv[4], mv[4];
+    for (int x = 0; x < 4; x++) {
+        if (x >= X) {
+            sv[x] = mv[x] = _mm512_setzero_ps();
+            continue;
+        }
+        sv[x] = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ih[x], 8), il[x]));
+        mv[x] = _mm512_mul_ps(dw, _mm512_loadu_ps(x4[x].d + b));
+        if (!q8) sv[x] = _mm512_permutexvar_ps(steps, sv[x]), mv[x] = _mm512_permutexvar_ps(steps, mv[x]);
+    }
+    /* T[c], M[c]: 128-bit lane x = row x's lane c (step c of its 4 K blocks) */
+    __m512 T[4], M[4];
+    {
+        __m512 a = _mm512_shuffle_f32x4(sv[0], sv[1], 0x44), c = _mm512_shuffle_f32x4(sv[2], sv[3], 0x44);
+        __m512 e = _mm512_shuffle_f32x4(sv[0], sv[1], 0xEE), f = _mm512_shuffle_f32x4(sv[2], sv[3], 0xEE);
+        T[0] = _mm512_shuffle_f32x4(a, c, 0x88), T[1] = _mm512_shuffle_f32x4(a, c, 0xDD);
+        T[2] = _mm512_shuffle_f32x4(e, f, 0x88), T[3] = _mm512_shuffle_f32x4(e, f, 0xDD);
+        a = _mm512_shuffle_f32x4(mv[0], mv[1], 0x44), c = _mm512_shuffle_f32x4(mv[2], mv[3], 0x44);
+        e = _mm512_shuffle_f32x4(mv[0], mv[1], 0xEE), f = _mm512_shuffle_f32x4(mv[2], mv[3], 0xEE);
+        M[0] = _mm512_shuffle_f32x4(a, c, 0x88), M[1] = _mm512_shuffle_f32x4(a, c, 0xDD);
+        M[2] = _mm512_shuffle_f32x4(e, f, 0x88), M[3] = _mm512_shuffle_f32x4(e, f, 0xDD);
+    }
+    __m512 acc = _mm512_fmadd_ps(T[0], M[0], _mm512_setzero_ps());
+    acc = _mm512_fmadd_ps(T[1], M[1], acc);
+    acc = _mm512_fmadd_ps(T[2], M[2], acc);
+    acc = _mm512_fmadd_ps(T[3], M[3], acc);
+    /* element 4x + a (row x, K block a) to 4a + x: 128-bit lane a = K block a of the 4 rows */
+    const __m512 k = _mm512_permutexvar_ps(steps, acc);
+    __m128 v = _mm512_castps512_ps128(k); /* the first K block stores, the others add, in order */
+    if (g) v = _mm_add_ps(yv, v);
+    v = _mm_add_ps(v, _mm512_extractf32x4_ps(k, 1));
+    v = _mm_add_ps(v, _mm512_extractf32x4_ps(k, 2));
+    return _mm_add_ps(v, _mm512_extractf32x4_ps(k, 3));
 }
 
 /* The batched decode on the lane forms: one W row against X x rows (X <= 4), its code vectors
@@ -442,9 +468,10 @@ static inline __attribute__((always_inline)) void row_dot_x16_xs_g(float *y, siz
     const size_t bb = q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     const __m512i m4 = _mm512_set1_epi8(15), flip = _mm512_set1_epi8((char)0x80), z = _mm512_setzero_si512();
     __m512 acc[4];
-    float yv[4];
+    float y0[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     /* i16 from a later group on: y holds the sum so far (stored exactly as a float) */
-    for (int x = 0; x < X; x++) acc[x] = _mm512_setzero_ps(), yv[x] = g0 ? y[(size_t)x * ldy] : 0.0f;
+    for (int x = 0; x < X; x++) acc[x] = _mm512_setzero_ps(), y0[x] = g0 && i16 ? y[(size_t)x * ldy] : 0.0f;
+    __m128 yv = _mm_loadu_ps(y0); /* i16: lane x the x row's running sum */
     int ng = nb / QG, b = g0 * QG;
     for (int g = g0; g < g1; g++, b += QG) {
         const uint8_t *p = row + (size_t)b * bb;
@@ -463,17 +490,18 @@ static inline __attribute__((always_inline)) void row_dot_x16_xs_g(float *y, siz
             }
         }
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        if (i16) {
+            yv = i16_group(yv, g, ih, il, dw, x4, b, X, q8);
+            continue;
+        }
         for (int x = 0; x < X; x++) {
-            if (i16) {
-                yv[x] = i16_group(yv[x], g, ih[x], il[x], dw, x4[x].d + b, q8);
-                continue;
-            }
             __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[x], 8), il[x]);
             acc[x] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_loadu_ps(x4[x].d + b)), acc[x]);
         }
     }
+    _mm_storeu_ps(y0, yv);
     for (int x = 0; x < X; x++)
-        y[(size_t)x * ldy] = i16 ? (g1 < ng ? yv[x] : i16_tail(yv[x], row, qx[x], b, nb, ts_x16_stored(dt)))
+        y[(size_t)x * ldy] = i16 ? (g1 < ng ? y0[x] : i16_tail(y0[x], row, qx[x], b, nb, ts_x16_stored(dt)))
                                  : _mm512_reduce_add_ps(qg_tail(acc[x], row, qx[x], b, nb, dt));
 }
 /* The whole row. (Groups [g0, g1) only in the i16 form: its y after the last group of a range
