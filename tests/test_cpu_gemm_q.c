@@ -283,7 +283,7 @@ static void check_amx_bits(ts_dtype dt, const uint8_t *w, const uint8_t *r, int 
 /* `test_cpu_gemm_q amx`: the AMX prefill (a ctest of its own, skipped where AMX is not
  * usable). Bit-identical to I16 at the shapes check_prefill uses and more S (one and several
  * 16-row tiles, K past one prepared chunk, K blocks cut short, column windows cut inside a
- * 32-row tile), so I16's oracle checks of the default mode hold for it; then the oracle at the
+ * 32-row tile; x prepared whole and, at S = 128 with K = 4192 and 8192, a chunk at a time), so I16's oracle checks of the default mode hold for it; then the oracle at the
  * seed shapes, with outlier channels, on the LM head, and column splits. (The odd shapes' few
  * outputs are not re-drawn against the oracle here: their rel_l2 over 6-20 values is I16's,
  * checked at its own draws.) */

@@ -52,12 +52,14 @@ static void amx_configure(int m) {
 }
 
 /* x rows [0, S) over positions [k0, k0 + kc): the I16 kernel's 16-bit codes, split into h and
- * l bytes (AMX_LDA apart), and the block scales d_x (AMX_NB apart). */
-static void prepare_x(uint8_t *h, uint8_t *l, float *dx, const float *xp, int ldx, int S, int k0, int kc) {
+ * l bytes (rows lda apart), and the block scales d_x (rows dnb apart); h, l, dx where position
+ * k0 goes. */
+static void prepare_x(uint8_t *h, uint8_t *l, float *dx, size_t lda, int dnb, const float *xp, int ldx, int S, int k0,
+                      int kc) {
     int16_t q[AMX_KC] __attribute__((aligned(64)));
     for (int s = 0; s < S; s++) {
-        uint8_t *hs = h + (size_t)s * AMX_LDA, *ls = l + (size_t)s * AMX_LDA;
-        ts_cpu_quantize_x_avx512((ts_gemm_qx){q, dx + (size_t)s * AMX_NB}, xp + (size_t)s * ldx + k0, kc);
+        uint8_t *hs = h + (size_t)s * lda, *ls = l + (size_t)s * lda;
+        ts_cpu_quantize_x_avx512((ts_gemm_qx){q, dx + (size_t)s * dnb}, xp + (size_t)s * ldx + k0, kc);
         for (int k = 0; k < kc; k += TS_QBLOCK) {
             __m512i v = _mm512_load_si512(q + k);
             _mm256_storeu_si256((__m256i *)(hs + k), _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 8)));
@@ -151,16 +153,17 @@ static void pack_w(uint8_t *B, float *dw, const uint8_t *W, ts_dtype dt, int K, 
 }
 
 /* The int32 sums of nblk blocks (4 tiles each, as stored) scaled and summed into y rows
- * [0, ms) x columns [0, nv) in I16's order; first: y = the sum, else y + the sum. */
-static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, const float *dw, const float *dx, int ms,
-                              int nv, int first) {
+ * [0, ms) x columns [0, nv) in I16's order (d_x rows dnb apart); first: y = the sum, else y + the
+ * sum. */
+static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, const float *dw, const float *dx, int dnb,
+                              int ms, int nv, int first) {
     __mmask16 m0 = nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1);
     __mmask16 m1 = nv >= 32 ? 0xffff : nv <= 16 ? 0 : (__mmask16)((1u << (nv - 16)) - 1);
     for (int m = 0; m < ms; m++) {
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         for (int b = 0; b < nblk; b++) {
             const int32_t *c = C + (size_t)b * 4 * 256 + 16 * m;
-            __m512 d = _mm512_set1_ps(dx[(size_t)m * AMX_NB + b]);
+            __m512 d = _mm512_set1_ps(dx[(size_t)m * dnb + b]);
             __m512i s0 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c), 8), _mm512_load_si512(c + 256));
             __m512i s1 = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(c + 512), 8), _mm512_load_si512(c + 768));
             a0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), _mm512_mul_ps(_mm512_loadu_ps(dw + 32 * b), d), a0);
@@ -177,8 +180,10 @@ static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, con
     }
 }
 
-/* The next step's W lines (its rows' bytes of the current K chunk) requested into L2 a slice at
- * a time while this step's tiles run: the packs read W from DRAM, and without this a prefill of
+/* The next step's W lines (its rows' bytes of its K chunk) requested into L2 a slice at a time
+ * while this step's tiles run (with x whole, the next step is the next chunk of the same rows;
+ * leaving those to the hardware's prefetch instead was 2-10% slower on Llama-3.2-1B Q8_0 and
+ * 11-21% on Q4_0 at 12-32 tokens, session 35): the packs read W from DRAM, and without this a prefill of
  * 16-128 rows streamed W and computed by turns. Spread over the step's tile steps, since a burst
  * of the ~550 requests at the step's start (or L1 as the target) measured no gain; spread, a
  * 16-token prompt ran 0.98-1.10x as fast on Llama-3.2-1B Q8_0, 1.36-1.44x on its Q4_0 and 1.21-1.38x on
@@ -203,62 +208,118 @@ static inline void amx_pf_slice(amx_pf *p) {
                      _MM_HINT_T1);
 }
 
+/* The prepared x: h and l rows lda bytes apart, d_x rows dnb apart; positions from k0 */
+typedef struct amx_x {
+    uint8_t *h, *l;
+    float *d;
+    size_t lda;
+    int dnb, k0;
+} amx_x;
+
+/* The tile state a call carries from step to step */
+typedef struct amx_run {
+    uint8_t *B;
+    float *dw;
+    int32_t *C;
+    int rows; /* the x rows the tiles are configured for (0: none yet) */
+} amx_run;
+
+/* One step: W rows [n, n + nv) (nv <= 32) over K chunk [k0, k0 + kc) against all S x rows,
+ * into y; pf (the next step's W lines) a slice per tile step. */
+static void amx_step(amx_run *r, float *y, int ldy, const amx_x *x, const uint8_t *W, ts_dtype dt, int K, int S, int n,
+                     int nv, int k0, int kc, amx_pf *pf) {
+    pack_w(r->B, r->dw, W, dt, K, n, nv, k0 / TS_QBLOCK, kc / TS_QBLOCK);
+    const size_t xo = (size_t)(k0 - x->k0);
+    for (int m0 = 0; m0 < S; m0 += 16) {
+        int ms = S - m0 < 16 ? S - m0 : 16;
+        if (ms != r->rows) amx_configure(ms), r->rows = ms;
+        const uint8_t *xh = x->h + (size_t)m0 * x->lda + xo, *xl = x->l + (size_t)m0 * x->lda + xo;
+        for (int kb = 0; kb < kc; kb += AMX_KB) {
+            int nblk = (kc - kb < AMX_KB ? kc - kb : AMX_KB) / TS_QBLOCK, b0 = kb / TS_QBLOCK;
+            for (int b = 0; b < nblk; b++) {
+                int32_t *c = r->C + (size_t)b * 4 * 256;
+                amx_pf_slice(pf);
+                _tile_loadd(4, xh + (size_t)kb + (size_t)b * TS_QBLOCK, x->lda);
+                _tile_loadd(5, xl + (size_t)kb + (size_t)b * TS_QBLOCK, x->lda);
+                _tile_loadd(6, r->B + (size_t)(b0 + b) * AMX_WBLK, 64);
+                _tile_loadd(7, r->B + (size_t)(b0 + b) * AMX_WBLK + AMX_WBLK / 2, 64);
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                _tile_dpbssd(0, 4, 6);
+                _tile_dpbusd(1, 5, 6);
+                _tile_dpbssd(2, 4, 7);
+                _tile_dpbusd(3, 5, 7);
+                _tile_stored(0, c, 64);
+                _tile_stored(1, c + 256, 64);
+                _tile_stored(2, c + 512, 64);
+                _tile_stored(3, c + 768, 64);
+            }
+            scale_rows(y + (size_t)m0 * ldy + n, ldy, r->C, nblk, r->dw + (size_t)b0 * 32,
+                       x->d + (size_t)m0 * x->dnb + (size_t)(xo / TS_QBLOCK) + b0, x->dnb, ms, nv, k0 + kb == 0);
+        }
+    }
+}
+
+/* x of all K at once where S * K is at most this (its h, l and d_x: 2.1 bytes a position and row,
+ * 1.1 MiB here, in L2): then the steps run W row block after row block, each block's chunks in
+ * K order, so W is read as one forward stream; else chunk after chunk, each over all row blocks
+ * (x prepared a chunk at a time), which reads every W row in K / AMX_KC separate pieces. Each
+ * output's K blocks come in the same order either way (the same bits). Llama-3.2-1B Q8_0, 2
+ * threads: a 12-token prompt took 117-119 ms by chunks and 97-98 whole, 16 tokens 127-129 and
+ * 106-107, 32 157-161 and 144-148; Qwen3-0.6B Q8_0 1-5% faster, the Q4_0 files the same
+ * (session 35). */
+#define AMX_WHOLE_X (1 << 19)
+
 void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *Wv, ts_dtype dt, int K, int S, int n0,
                        int n1) {
     if (n0 >= n1 || S < 1) return;
+    const int whole = (long)S * K <= AMX_WHOLE_X;
+    amx_x x = {.lda = whole ? (size_t)K + 64 : AMX_LDA, .dnb = whole ? K / TS_QBLOCK : AMX_NB};
     /* h and l of every x row, then their scales */
-    uint8_t *xh = ts_cpu_amx_usable() ? aligned_alloc(64, (size_t)S * (2 * AMX_LDA + sizeof(float) * AMX_NB)) : NULL;
-    if (!xh) {
+    x.h = ts_cpu_amx_usable() ? aligned_alloc(64, (size_t)S * (2 * x.lda + sizeof(float) * (size_t)x.dnb)) : NULL;
+    if (!x.h) {
         ts_cpu_gemm_q_prefill_avx512(TS_Q_PREFILL_I16, y, ldy, xp, ldx, Wv, dt, K, S, n0, n1);
         return;
     }
-    uint8_t *xl = xh + (size_t)S * AMX_LDA;
-    float *dx = (float *)(xl + (size_t)S * AMX_LDA);
+    x.l = x.h + (size_t)S * x.lda;
+    x.d = (float *)(x.l + (size_t)S * x.lda);
     uint8_t B[AMX_NB * AMX_WBLK] __attribute__((aligned(64)));
     float dw[AMX_NB * 32] __attribute__((aligned(64)));
     int32_t C[AMX_KB / TS_QBLOCK * 4 * 256] __attribute__((aligned(64)));
+    amx_run r = {B, dw, C, 0};
     const uint8_t *W = Wv;
-    int rows = 0; /* the x rows the tiles are configured for */
-    for (int k0 = 0; k0 < K; k0 += AMX_KC) {
-        int kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
-        prepare_x(xh, xl, dx, xp, ldx, S, k0, kc);
+    const int tiles = (S + 15) / 16; /* tile steps per block */
+    if (whole) {
+        for (int k0 = 0; k0 < K; k0 += AMX_KC) {
+            int kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
+            prepare_x(x.h + k0, x.l + k0, x.d + k0 / TS_QBLOCK, x.lda, x.dnb, xp, ldx, S, k0, kc);
+        }
         for (int n = n0; n < n1; n += 32) {
             int nv = n1 - n < 32 ? n1 - n : 32;
-            pack_w(B, dw, W, dt, K, n, nv, k0 / TS_QBLOCK, kc / TS_QBLOCK);
-            amx_pf pf;
-            amx_pf_begin(&pf, W, dt, K, n + nv, n1 - n - nv < 32 ? n1 - n - nv : 32, k0, kc,
-                         (S + 15) / 16 * (kc / TS_QBLOCK));
-            for (int m0 = 0; m0 < S; m0 += 16) {
-                int ms = S - m0 < 16 ? S - m0 : 16;
-                if (ms != rows) amx_configure(ms), rows = ms;
-                for (int kb = 0; kb < kc; kb += AMX_KB) {
-                    int nblk = (kc - kb < AMX_KB ? kc - kb : AMX_KB) / TS_QBLOCK, b0 = kb / TS_QBLOCK;
-                    for (int b = 0; b < nblk; b++) {
-                        int32_t *c = C + (size_t)b * 4 * 256;
-                        amx_pf_slice(&pf);
-                        _tile_loadd(4, xh + (size_t)m0 * AMX_LDA + (size_t)kb + (size_t)b * TS_QBLOCK, AMX_LDA);
-                        _tile_loadd(5, xl + (size_t)m0 * AMX_LDA + (size_t)kb + (size_t)b * TS_QBLOCK, AMX_LDA);
-                        _tile_loadd(6, B + (size_t)(b0 + b) * AMX_WBLK, 64);
-                        _tile_loadd(7, B + (size_t)(b0 + b) * AMX_WBLK + AMX_WBLK / 2, 64);
-                        _tile_zero(0);
-                        _tile_zero(1);
-                        _tile_zero(2);
-                        _tile_zero(3);
-                        _tile_dpbssd(0, 4, 6);
-                        _tile_dpbusd(1, 5, 6);
-                        _tile_dpbssd(2, 4, 7);
-                        _tile_dpbusd(3, 5, 7);
-                        _tile_stored(0, c, 64);
-                        _tile_stored(1, c + 256, 64);
-                        _tile_stored(2, c + 512, 64);
-                        _tile_stored(3, c + 768, 64);
-                    }
-                    scale_rows(y + (size_t)m0 * ldy + n, ldy, C, nblk, dw + (size_t)b0 * 32,
-                               dx + (size_t)m0 * AMX_NB + b0, ms, nv, k0 + kb == 0);
-                }
+            for (int k0 = 0; k0 < K; k0 += AMX_KC) {
+                int kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
+                /* the next step: this row block's next chunk, or the next block's first */
+                int nn = k0 + kc < K ? n : n + nv, nk = k0 + kc < K ? k0 + kc : 0;
+                int nkc = K - nk < AMX_KC ? K - nk : AMX_KC, nnv = n1 - nn < 32 ? n1 - nn : 32;
+                amx_pf pf;
+                amx_pf_begin(&pf, W, dt, K, nn, nnv, nk, nkc, tiles * (kc / TS_QBLOCK));
+                amx_step(&r, y, ldy, &x, W, dt, K, S, n, nv, k0, kc, &pf);
             }
         }
-    }
+    } else
+        for (int k0 = 0; k0 < K; k0 += AMX_KC) {
+            int kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
+            prepare_x(x.h, x.l, x.d, x.lda, x.dnb, xp, ldx, S, k0, kc);
+            x.k0 = k0;
+            for (int n = n0; n < n1; n += 32) {
+                int nv = n1 - n < 32 ? n1 - n : 32;
+                amx_pf pf;
+                amx_pf_begin(&pf, W, dt, K, n + nv, n1 - n - nv < 32 ? n1 - n - nv : 32, k0, kc, tiles * (kc / TS_QBLOCK));
+                amx_step(&r, y, ldy, &x, W, dt, K, S, n, nv, k0, kc, &pf);
+            }
+        }
     _tile_release(); /* the tile state back to its init state: smaller context switches */
-    free(xh);
+    free(x.h);
 }
