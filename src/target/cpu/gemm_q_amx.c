@@ -113,43 +113,75 @@ static void pack_groups_x16(uint8_t *B, float *dw, const uint8_t *row0, size_t r
  * tiles (rows n.. and n + 16..; tile row r = 16 W rows x positions 4r..4r+3) and the 32 scales
  * d_w. Lane-order rows: their whole groups by pack_groups_x16 (b0 % 16 == 0: K chunks of
  * AMX_KC), the rest, and stored rows, two blocks per 16 x 16-dword transpose, as the I8 panels
- * pack them, each block read through ts_qblk_at; both give the same tiles. */
-static void pack_w(uint8_t *B, float *dw, const uint8_t *W, ts_dtype dt, int K, int n, int nv, int b0, int nblk) {
-    size_t rb = ts_gemm_row_bytes(dt, K);
-    ts_dtype st = ts_x16_stored(dt);
+ * pack them, each block read through ts_qblk_at; both give the same tiles. In units (amx_pack):
+ * per 16 rows each whole group, then the rest. */
+typedef struct amx_pack {
+    uint8_t *B;
+    float *dw;
+    const uint8_t *W;
+    ts_dtype dt;
+    int K, n, nv, b0, nblk;
+    int fast;         /* the blocks in whole groups, a multiple of 16 */
+    int per, units;   /* units per 16 rows, in all */
+    int done, steps, step; /* units packed; the tile steps they are spread over, those run */
+} amx_pack;
+
+static amx_pack amx_pack_of(uint8_t *B, float *dw, const uint8_t *W, ts_dtype dt, int K, int n, int nv, int b0, int nblk) {
     int whole = ts_dtype_is_x16(dt) ? K / TS_QBLOCK / 16 * 16 : 0; /* blocks in whole groups */
-    int fast = whole > b0 ? (whole < b0 + nblk ? whole : b0 + nblk) - b0 : 0; /* a multiple of 16 */
-    for (int t = 0; t < 2; t++) {
-        int nrow = nv - 16 * t < 0 ? 0 : (nv - 16 * t > 16 ? 16 : nv - 16 * t);
-        if (fast)
-            pack_groups_x16(B + (size_t)t * (AMX_WBLK / 2), dw + 16 * t, W + (size_t)(n + 16 * t) * rb, rb, nrow,
-                            b0 / 16, (b0 + fast) / 16, st == TS_DTYPE_Q8_0);
-        for (int b = fast; b < nblk; b += 2) {
-            int two = b + 1 < nblk;
-            __m512i r[16];
-            for (int i = 0; i < 16; i++) {
-                const uint8_t *row = W + (size_t)(n + 16 * t + i) * rb;
-                __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-                float d0 = 0.0f, d1 = 0.0f;
-                if (i < nrow) {
-                    ts_qblk q = ts_qblk_at(row, K, b0 + b, dt);
-                    lo = ts_qblk_w8(q, st), d0 = f16(q.scale);
-                    if (two) {
-                        q = ts_qblk_at(row, K, b0 + b + 1, dt);
-                        hi = ts_qblk_w8(q, st), d1 = f16(q.scale);
-                    }
+    amx_pack p = {.B = B, .dw = dw, .W = W, .dt = dt, .K = K, .n = n, .nv = nv, .b0 = b0, .nblk = nblk};
+    p.fast = whole > b0 ? (whole < b0 + nblk ? whole : b0 + nblk) - b0 : 0;
+    p.per = p.fast / 16 + (p.fast < nblk);
+    p.units = nv > 0 ? 2 * p.per : 0;
+    return p;
+}
+
+static void amx_pack_unit(const amx_pack *p, int u) {
+    size_t rb = ts_gemm_row_bytes(p->dt, p->K);
+    ts_dtype st = ts_x16_stored(p->dt);
+    int t = u / p->per, i = u % p->per, K = p->K, b0 = p->b0, nblk = p->nblk, n = p->n;
+    int nrow = p->nv - 16 * t < 0 ? 0 : (p->nv - 16 * t > 16 ? 16 : p->nv - 16 * t);
+    uint8_t *B = p->B;
+    float *dw = p->dw;
+    if (i < p->fast / 16) {
+        int g = b0 / 16 + i;
+        pack_groups_x16(B + (size_t)i * 16 * AMX_WBLK + (size_t)t * (AMX_WBLK / 2), dw + (size_t)i * 16 * 32 + 16 * t,
+                        p->W + (size_t)(n + 16 * t) * rb, rb, nrow, g, g + 1, st == TS_DTYPE_Q8_0);
+        return;
+    }
+    for (int b = p->fast; b < nblk; b += 2) {
+        int two = b + 1 < nblk;
+        __m512i r[16];
+        for (int j = 0; j < 16; j++) {
+            const uint8_t *row = p->W + (size_t)(n + 16 * t + j) * rb;
+            __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+            float d0 = 0.0f, d1 = 0.0f;
+            if (j < nrow) {
+                ts_qblk q = ts_qblk_at(row, K, b0 + b, p->dt);
+                lo = ts_qblk_w8(q, st), d0 = f16(q.scale);
+                if (two) {
+                    q = ts_qblk_at(row, K, b0 + b + 1, p->dt);
+                    hi = ts_qblk_w8(q, st), d1 = f16(q.scale);
                 }
-                r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                dw[(size_t)b * 32 + 16 * t + i] = d0;
-                if (two) dw[(size_t)(b + 1) * 32 + 16 * t + i] = d1;
             }
-            ts_transpose16_epi32(r); /* r[q]: positions 4q..4q+3 of the 16 rows; r[8 + q]: next block */
-            for (int e = 0; e < 1 + two; e++) {
-                uint8_t *o = B + (size_t)(b + e) * AMX_WBLK + (size_t)t * (AMX_WBLK / 2);
-                for (int q = 0; q < TS_QBLOCK / 4; q++) _mm512_store_si512(o + 64 * q, r[8 * e + q]);
-            }
+            r[j] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+            dw[(size_t)b * 32 + 16 * t + j] = d0;
+            if (two) dw[(size_t)(b + 1) * 32 + 16 * t + j] = d1;
+        }
+        ts_transpose16_epi32(r); /* r[q]: positions 4q..4q+3 of the 16 rows; r[8 + q]: next block */
+        for (int e = 0; e < 1 + two; e++) {
+            uint8_t *o = B + (size_t)(b + e) * AMX_WBLK + (size_t)t * (AMX_WBLK / 2);
+            for (int q = 0; q < TS_QBLOCK / 4; q++) _mm512_store_si512(o + 64 * q, r[8 * e + q]);
         }
     }
+}
+
+/* the units due after one more of the tile steps they are spread over */
+static inline void amx_pack_slice(amx_pack *p) {
+    for (int want = p->steps ? (int)((long)p->units * ++p->step / p->steps) : p->units; p->done < want && p->done < p->units; p->done++)
+        amx_pack_unit(p, p->done);
+}
+static void amx_pack_rest(amx_pack *p) {
+    for (; p->done < p->units; p->done++) amx_pack_unit(p, p->done);
 }
 
 /* The int32 sums of nblk blocks (4 tiles each, as stored) scaled and summed into y rows
@@ -180,14 +212,15 @@ static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, con
     }
 }
 
-/* The next step's W lines (its rows' bytes of its K chunk) requested into L2 a slice at a time
- * while this step's tiles run (with x whole, the next step is the next chunk of the same rows;
- * leaving those to the hardware's prefetch instead was 2-10% slower on Llama-3.2-1B Q8_0 and
- * 11-21% on Q4_0 at 12-32 tokens, session 35): the packs read W from DRAM, and without this a prefill of
- * 16-128 rows streamed W and computed by turns. Spread over the step's tile steps, since a burst
- * of the ~550 requests at the step's start (or L1 as the target) measured no gain; spread, a
- * 16-token prompt ran 0.98-1.10x as fast on Llama-3.2-1B Q8_0, 1.36-1.44x on its Q4_0 and 1.21-1.38x on
- * Qwen3-0.6B Q4_0 (session 34, tessera bench, alternating). */
+/* W lines of a coming step (its rows' bytes of its K chunk: the step after next, which the next
+ * step's pack reads while this step's tiles run) requested into L2 a slice at a time while this
+ * step's tiles run: the packs read W from DRAM, and without this a prefill of 16-128 rows
+ * streamed W and computed by turns. Spread over the step's tile steps, since a burst of the ~550
+ * requests at the step's start (or L1 as the target) measured no gain; spread, a 16-token prompt
+ * ran 0.98-1.10x as fast on Llama-3.2-1B Q8_0, 1.36-1.44x on its Q4_0 and 1.21-1.38x on
+ * Qwen3-0.6B Q4_0 (session 34, tessera bench, alternating). With x whole (the steps of a row
+ * block are its chunks), leaving the requests to the hardware's prefetch was 2-10% slower on
+ * Llama-3.2-1B Q8_0 and 11-21% on Q4_0 at 12-32 tokens (session 35). */
 typedef struct amx_pf {
     const char *W;
     size_t rb, off, lines, total, done;
@@ -216,33 +249,25 @@ typedef struct amx_x {
     int dnb, k0;
 } amx_x;
 
-/* The tile state a call carries from step to step */
-typedef struct amx_run {
-    uint8_t *B;
-    float *dw;
-    int32_t *C;
-    int rows; /* the x rows the tiles are configured for (0: none yet) */
-} amx_run;
-
-/* One step: W rows [n, n + nv) (nv <= 32) over K chunk [k0, k0 + kc) against all S x rows,
- * into y; pf (the next step's W lines) a slice per tile step. */
-static void amx_step(amx_run *r, float *y, int ldy, const amx_x *x, const uint8_t *W, ts_dtype dt, int K, int S, int n,
-                     int nv, int k0, int kc, amx_pf *pf) {
-    pack_w(r->B, r->dw, W, dt, K, n, nv, k0 / TS_QBLOCK, kc / TS_QBLOCK);
+/* One step: W rows [n, n + nv) (nv <= 32) over K chunk [k0, k0 + kc), packed in B and dw,
+ * against all S x rows, into y; per tile step a slice of pf (W lines two steps on) and of nx (the
+ * next step's pack). *rows: the x rows the tiles are configured for (0: none yet). */
+static void amx_step(float *y, int ldy, const amx_x *x, const uint8_t *B, const float *dw, int32_t *C, int S, int n,
+                     int nv, int k0, int kc, amx_pf *pf, amx_pack *nx, int *rows) {
     const size_t xo = (size_t)(k0 - x->k0);
     for (int m0 = 0; m0 < S; m0 += 16) {
         int ms = S - m0 < 16 ? S - m0 : 16;
-        if (ms != r->rows) amx_configure(ms), r->rows = ms;
+        if (ms != *rows) amx_configure(ms), *rows = ms;
         const uint8_t *xh = x->h + (size_t)m0 * x->lda + xo, *xl = x->l + (size_t)m0 * x->lda + xo;
         for (int kb = 0; kb < kc; kb += AMX_KB) {
             int nblk = (kc - kb < AMX_KB ? kc - kb : AMX_KB) / TS_QBLOCK, b0 = kb / TS_QBLOCK;
             for (int b = 0; b < nblk; b++) {
-                int32_t *c = r->C + (size_t)b * 4 * 256;
+                int32_t *c = C + (size_t)b * 4 * 256;
                 amx_pf_slice(pf);
                 _tile_loadd(4, xh + (size_t)kb + (size_t)b * TS_QBLOCK, x->lda);
                 _tile_loadd(5, xl + (size_t)kb + (size_t)b * TS_QBLOCK, x->lda);
-                _tile_loadd(6, r->B + (size_t)(b0 + b) * AMX_WBLK, 64);
-                _tile_loadd(7, r->B + (size_t)(b0 + b) * AMX_WBLK + AMX_WBLK / 2, 64);
+                _tile_loadd(6, B + (size_t)(b0 + b) * AMX_WBLK, 64);
+                _tile_loadd(7, B + (size_t)(b0 + b) * AMX_WBLK + AMX_WBLK / 2, 64);
                 _tile_zero(0);
                 _tile_zero(1);
                 _tile_zero(2);
@@ -255,8 +280,9 @@ static void amx_step(amx_run *r, float *y, int ldy, const amx_x *x, const uint8_
                 _tile_stored(1, c + 256, 64);
                 _tile_stored(2, c + 512, 64);
                 _tile_stored(3, c + 768, 64);
+                amx_pack_slice(nx);
             }
-            scale_rows(y + (size_t)m0 * ldy + n, ldy, r->C, nblk, r->dw + (size_t)b0 * 32,
+            scale_rows(y + (size_t)m0 * ldy + n, ldy, C, nblk, dw + (size_t)b0 * 32,
                        x->d + (size_t)m0 * x->dnb + (size_t)(xo / TS_QBLOCK) + b0, x->dnb, ms, nv, k0 + kb == 0);
         }
     }
@@ -272,6 +298,21 @@ static void amx_step(amx_run *r, float *y, int ldy, const amx_x *x, const uint8_
  * (session 35). */
 #define AMX_WHOLE_X (1 << 19)
 
+/* Step i of a call (W rows [n, n + nv) over K chunk [k0, k0 + kc)) in its order; nv = 0 past
+ * the last. */
+typedef struct amx_at {
+    int n, nv, k0, kc;
+} amx_at;
+static amx_at amx_step_at(int i, int whole, int n0, int n1, int K) {
+    int nblocks = (n1 - n0 + 31) / 32, nchunks = (K + AMX_KC - 1) / AMX_KC;
+    amx_at a = {n0, 0, 0, 0};
+    if (i >= nblocks * nchunks) return a;
+    int bi = whole ? i / nchunks : i % nblocks, ci = whole ? i % nchunks : i / nblocks;
+    a.n = n0 + 32 * bi, a.nv = n1 - a.n < 32 ? n1 - a.n : 32;
+    a.k0 = ci * AMX_KC, a.kc = K - a.k0 < AMX_KC ? K - a.k0 : AMX_KC;
+    return a;
+}
+
 void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *Wv, ts_dtype dt, int K, int S, int n0,
                        int n1) {
     if (n0 >= n1 || S < 1) return;
@@ -285,41 +326,39 @@ void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *
     }
     x.l = x.h + (size_t)S * x.lda;
     x.d = (float *)(x.l + (size_t)S * x.lda);
-    uint8_t B[AMX_NB * AMX_WBLK] __attribute__((aligned(64)));
-    float dw[AMX_NB * 32] __attribute__((aligned(64)));
+    /* two packs: the step's, and the next one's, packed a slice per tile step, so that the packing
+     * (AVX-512) and the tiles (AMX) overlap, and W requested two steps ahead for it. Packing each
+     * step whole before its tiles instead: Llama-3.2-1B Q4_0 2-4% slower at 12-32 tokens, Q8_0
+     * the same (session 35). */
+    uint8_t B[2][AMX_NB * AMX_WBLK] __attribute__((aligned(64)));
+    float dw[2][AMX_NB * 32] __attribute__((aligned(64)));
     int32_t C[AMX_KB / TS_QBLOCK * 4 * 256] __attribute__((aligned(64)));
-    amx_run r = {B, dw, C, 0};
     const uint8_t *W = Wv;
     const int tiles = (S + 15) / 16; /* tile steps per block */
-    if (whole) {
+    if (whole)
         for (int k0 = 0; k0 < K; k0 += AMX_KC) {
             int kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
             prepare_x(x.h + k0, x.l + k0, x.d + k0 / TS_QBLOCK, x.lda, x.dnb, xp, ldx, S, k0, kc);
         }
-        for (int n = n0; n < n1; n += 32) {
-            int nv = n1 - n < 32 ? n1 - n : 32;
-            for (int k0 = 0; k0 < K; k0 += AMX_KC) {
-                int kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
-                /* the next step: this row block's next chunk, or the next block's first */
-                int nn = k0 + kc < K ? n : n + nv, nk = k0 + kc < K ? k0 + kc : 0;
-                int nkc = K - nk < AMX_KC ? K - nk : AMX_KC, nnv = n1 - nn < 32 ? n1 - nn : 32;
-                amx_pf pf;
-                amx_pf_begin(&pf, W, dt, K, nn, nnv, nk, nkc, tiles * (kc / TS_QBLOCK));
-                amx_step(&r, y, ldy, &x, W, dt, K, S, n, nv, k0, kc, &pf);
-            }
+    amx_at cur = amx_step_at(0, whole, n0, n1, K);
+    amx_pack pk = amx_pack_of(B[0], dw[0], W, dt, K, cur.n, cur.nv, cur.k0 / TS_QBLOCK, cur.kc / TS_QBLOCK);
+    amx_pack_rest(&pk);
+    int rows = 0;
+    for (int i = 0; cur.nv; i++) {
+        if (!whole && (i == 0 || cur.n == n0)) { /* a chunk's first step */
+            prepare_x(x.h, x.l, x.d, x.lda, x.dnb, xp, ldx, S, cur.k0, cur.kc);
+            x.k0 = cur.k0;
         }
-    } else
-        for (int k0 = 0; k0 < K; k0 += AMX_KC) {
-            int kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
-            prepare_x(x.h, x.l, x.d, x.lda, x.dnb, xp, ldx, S, k0, kc);
-            x.k0 = k0;
-            for (int n = n0; n < n1; n += 32) {
-                int nv = n1 - n < 32 ? n1 - n : 32;
-                amx_pf pf;
-                amx_pf_begin(&pf, W, dt, K, n + nv, n1 - n - nv < 32 ? n1 - n - nv : 32, k0, kc, tiles * (kc / TS_QBLOCK));
-                amx_step(&r, y, ldy, &x, W, dt, K, S, n, nv, k0, kc, &pf);
-            }
-        }
+        amx_at nx = amx_step_at(i + 1, whole, n0, n1, K), pa = amx_step_at(i + 2, whole, n0, n1, K);
+        int steps = tiles * (cur.kc / TS_QBLOCK);
+        amx_pf pf;
+        amx_pf_begin(&pf, W, dt, K, pa.n, pa.nv, pa.k0, pa.kc, steps);
+        amx_pack np = amx_pack_of(B[(i + 1) & 1], dw[(i + 1) & 1], W, dt, K, nx.n, nx.nv, nx.k0 / TS_QBLOCK, nx.kc / TS_QBLOCK);
+        np.steps = steps;
+        amx_step(y, ldy, &x, B[i & 1], dw[i & 1], C, S, cur.n, cur.nv, cur.k0, cur.kc, &pf, &np, &rows);
+        amx_pack_rest(&np);
+        cur = nx;
+    }
     _tile_release(); /* the tile state back to its init state: smaller context switches */
     free(x.h);
 }
