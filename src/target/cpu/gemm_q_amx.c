@@ -14,7 +14,7 @@
  * the scaling, which bounds the kernel (docs/performance.md).
  *
  * Tiles: tmm0-3 the sums (h and l against W rows 0-15, then 16-31), tmm4/5 x's h and l bytes
- * (16 rows x 32 bytes), tmm6/7 W codes of rows 0-15 / 16-31 in the tiles' 4-byte groups
+ * (m rows x 32 bytes, m <= 16 the step's x rows), tmm6/7 W codes of rows 0-15 / 16-31 in the tiles' 4-byte groups
  * (8 rows of 16 W rows x 4 positions). Compiled with -mamx-tile -mamx-int8 besides the
  * avx512 flags (CMakeLists.txt); run only where ts_cpu_amx_usable(). */
 #include <immintrin.h>
