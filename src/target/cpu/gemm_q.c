@@ -228,8 +228,8 @@ const char *ts_cpu_gemm_q_name(ts_cpu_variant v) {
             "FP32 FMA zmm on W dequantized exactly", "vdpbf16ps zmm on W dequantized to BF16, BF16-rounded x",
             "vpdpbusd zmm on W codes, x quantized to 8 bits per 32-block",
             "vpdpwssd zmm on W codes, x quantized to 16 bits per 32-block",
-            "AMX tdpbssd/tdpbusd tiles on W codes (from 32 rows; vpdpwssd below, same bits), x quantized to 16 bits per 32-block and split in bytes"};
-        static char name[TS_Q_PREFILL_COUNT][256];
+            "AMX tdpbssd/tdpbusd tiles on W codes (lane-order rows from 6-9 rows, stored from 32; fewer rows vpdpbusd or vpdpwssd, same bits), x quantized to 16 bits per 32-block and split in bytes"};
+        static char name[TS_Q_PREFILL_COUNT][384];
         ts_q_prefill k = ts_cpu_avx512_q_prefill();
         snprintf(name[k], sizeof name[k],
                  "decode vpdpbusd zmm on byte-split 16-bit x, 16 blocks per scaling, AVX-512 VNNI%s; prefill %s",
