@@ -373,9 +373,9 @@ static void check_x16(ts_dtype dt) {
         free(a), free(b);
         /* 5, 8, 17, 32: the batched decode's pairs of x rows with an odd one, and its chunks of 4 x
          * rows (an odd last W row); 32 = TS_GEMM_BATCH_MAX */
-        /* 2-11: the few-row prefill (gemm_q_avx512.c) where the kind and rule give it those rows,
-         * from 6-9 the AMX kind's tiles (amx_rows_x16) */
-        static const int Ss[] = {1, 2, 3, 5, 6, 8, 11, 17, 32, 64};
+        /* 2-14: the few-row prefill (gemm_q_avx512.c) where the kind and rule give it those rows
+         * (the I16 kind below 16 rows), from 6-9 the AMX kind's tiles (amx_rows_x16) */
+        static const int Ss[] = {1, 2, 3, 5, 6, 8, 11, 14, 17, 32, 64};
         int same_all = 1;
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
             int S = Ss[si];

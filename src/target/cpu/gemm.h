@@ -227,13 +227,14 @@ const char *ts_q_prefill_name(ts_q_prefill k);
  * 1.25x at 64, Qwen3-0.6B Q8_0 on the Intel Xeon with AMX). */
 #define TS_AMX_MIN_S 32
 /* Rows in 16-block lane order: the I16 kind runs the few-row kernel of gemm_q_avx512.c below this
- * many rows (Q4_0 from 9 rows only while rows * K <= 49152), its panels from here on. The AMX kind
+ * many rows, its panels from here on (12 until session 35, and Q4_0 from 9 rows only while
+ * rows * K <= 49152; i16_small_rows says what was measured). The AMX kind
  * takes the tiles from 9 rows (from 6-7 where rows * K is large; amx_rows_x16 in gemm_q_avx512.c,
  * since session 34, when its packs stopped reading block by block) and the few-row kernel below.
  * History: the I16 packs put each Q8_0 block back from its group (ts_x16_unlane4), which made a
  * 16-token prefill 0.80-0.91x of the stored order's, where the AMX packs ran it 1.04-1.10x
  * (session 32, docs/performance.md). Bits are I16's whatever runs. */
-#define TS_I16_PANELS_MIN_S_X16 12
+#define TS_I16_PANELS_MIN_S_X16 16
 void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,
                        int n1);
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);

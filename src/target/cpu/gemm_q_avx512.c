@@ -1088,14 +1088,17 @@ static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const
  * matrix, against the path before (a7be749: I16 panels below 12 rows, AMX from 12), ms:
  * 8192 x 2048 Q8_0 0.82 vs 2.60 at 2 rows, 1.99 vs 3.71 at 8, 2.99 vs 4.10 at 11 (AMX at 12:
  * 3.32); Q4_0 0.62 vs 1.88, 1.95 vs 2.91, 2.70 vs 3.32. Where x outgrows L1 the rows run in
- * blocks (i16_blocks, session 34); then 2048 x 8192 against the panels, ms: Q8_0 2.73 vs 3.61 at
- * 8 rows, 3.67 vs 4.15 at 11; Q4_0 2.48 vs 2.76 at 8, but 3.10 vs 3.04, 3.38 vs 3.28 and 3.38-3.56
- * vs 3.29-3.39 at 9-11, so Q4_0 keeps the panels there from 9 rows. (Before the blocks this bound was
- * S * K <= 49152: at 8 rows and K = 8192 the few-row kernel had been no faster than the panels,
- * 3.48 vs 3.59 and 3.10 vs 2.90.) */
-static int i16_small_rows(int S, int K, ts_dtype dt) {
-    return S < TS_I16_PANELS_MIN_S_X16 && (dt == TS_DTYPE_Q8_0X16 || S <= 8 || (long)S * K <= 6 * 8192);
-}
+ * blocks (i16_blocks, session 34). Since session 35 (a group's FP32 steps for 4 x rows at once)
+ * the few-row kernel beats the panels below 16 rows at every seed shape and both types (one
+ * thread, W from DRAM, ms few-row vs panels, Q4_0 at 9 / 12 / 14 rows: 8192 x 2048 2.17 vs 3.79,
+ * 2.93 vs 4.49, 3.44 vs 4.59; 2048 x 8192 2.74 vs 3.37, 3.31 vs 4.05, 3.86 vs 4.40; 3072 x 1024
+ * 0.41 vs 0.70, 0.49 vs 0.81, 0.59 vs 0.86; 1024 x 3072 0.50 vs 0.68, 0.76 vs 0.78, but 0.88 vs
+ * 0.82 at 14; Q8_0 at 12-14 rows 0.83-3.92 vs 0.94-5.41, 1024 x 3072 even at 14), and at 16 rows
+ * the two split the shapes. In the model, the I16 kind (TESSERA_Q_PREFILL=i16, what runs without
+ * AMX): Llama-3.2-1B Q4_0 9 / 12 / 14 tokens 79.6 / 128.7 / 139 -> 69.8 / 105.2 / 121 ms,
+ * Qwen3-0.6B Q4_0 34.2 / 58.8 / 66.8 -> 33.7 / 43.8 / 53.0. (Session 34 had kept Q4_0 on the
+ * panels from 9 rows at K = 8192, 3.10 vs 3.04 ms then.) */
+static int i16_small_rows(int S) { return S < TS_I16_PANELS_MIN_S_X16; }
 
 static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                           int n0, int n1) {
@@ -1126,7 +1129,7 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
         ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         return;
     }
-    if ((k == TS_Q_PREFILL_I16 || k == TS_Q_PREFILL_AMX) && ts_dtype_is_x16(dt) && i16_small_rows(S, K, dt)) {
+    if ((k == TS_Q_PREFILL_I16 || k == TS_Q_PREFILL_AMX) && ts_dtype_is_x16(dt) && i16_small_rows(S)) {
         ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, i16_rows_batch);
         return;
     }
