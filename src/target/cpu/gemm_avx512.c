@@ -36,7 +36,7 @@
 #define TS_GEMM512_PREFETCH 2048 /* bytes ahead in the decode stream */
 #endif
 #ifndef TS_GEMM512_SMALL_S
-#define TS_GEMM512_SMALL_S 16 /* up to this many rows: panels outer, x converted per panel */
+#define TS_GEMM512_SMALL_S 16 /* up to this many rows: panels outer, x converted per panel (without the memory for all of x) */
 #endif
 #define PN TS_PANEL_N
 #define MR TS_PANEL_MR
@@ -497,8 +497,10 @@ static void panel_rows(const ts_panel_ops *o, float *y, int ldy, const uint32_t 
 /* Few rows: panels outer, so each panel's W rows are read start to end while its y tile stays
  * in L1; the x block (<= 16 rows) is prepared again for every panel, which costs less than a
  * quarter of the panel packing. */
-static void gemm_small(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K,
-                       int S, int n0, int n1, uint32_t *P) {
+/* Panels outer, each over all of K before the next, so W streams forward. x: xall, every K block
+ * prepared once (S x LDB words a block), or NULL: each block prepared per panel (S <= 16). */
+static void gemm_rows(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K, int S,
+                      int n0, int n1, uint32_t *P, const uint32_t *xall) {
     uint32_t xb[TS_GEMM512_SMALL_S * LDB] __attribute__((aligned(64)));
     for (int n = n0; n < n1; n += PN) {
         int nv = n1 - n < PN ? n1 - n : PN;
@@ -507,21 +509,44 @@ static void gemm_small(const ts_panel_ops *o, float *y, int ldy, const float *xp
             int pn = n, pk = k0 + o->kb;
             if (pk >= K) pn = n + PN, pk = pn < n1 ? 0 : K;
             int pnv = n1 - pn < PN ? n1 - pn : PN;
-            o->x_block(xb, xp, ldx, S, k0, kb);
+            const uint32_t *x = xall ? xall + (size_t)(k0 / o->kb) * (size_t)S * LDB : xb;
+            if (!xall) o->x_block(xb, xp, ldx, S, k0, kb);
             o->pack(P, W, K, n, nv, k0, kb);
-            panel_rows(o, y, ldy, xb, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
+            panel_rows(o, y, ldy, x, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
         }
     }
 }
 
+/* x of all K prepared once, and the panels outer, where S * K is at most this (x: 2.25-4.5 bytes
+ * a position and row, 1.2-2.4 MiB here); else K blocks outer, the x block (S x KB) kept in L2
+ * across all panels, which reads each W row in K / KB pieces; below 17 rows without the memory
+ * for x, the x blocks per panel. Each output's K blocks run in the same order either way (the
+ * same bits). Against x prepared per panel (<= 16 rows) or K blocks outer, Llama-3.2-1B, 2
+ * threads (session 35): BF16 8 / 16 / 32 / 64 tokens 156 / 202-204 / 344-346 / 536-550 ->
+ * 150-152 / 188-190 / 260-266 / 445-464 ms; Q8_0 (stored) on the I16 kernel (no AMX) 16 / 32 /
+ * 64 tokens 170-172 / 245 / 380-383 -> 138-147 / 216 / 329-342; Q4_0 144-147 / 237-246 /
+ * 397-403 -> 125-130 / 193-203 / 320-329. */
+#define TS_GEMM512_WHOLE_X (1L << 19)
+
 void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W,
                                int K, int S, int n0, int n1) {
     uint32_t P[TS_PANEL_WORDS] __attribute__((aligned(64)));
+    int nkb = (K + o->kb - 1) / o->kb;
+    uint32_t *xall = (long)S * K <= TS_GEMM512_WHOLE_X
+                         ? aligned_alloc(64, sizeof(uint32_t) * (size_t)S * LDB * (size_t)nkb)
+                         : NULL;
+    if (xall) {
+        for (int k0 = 0; k0 < K; k0 += o->kb)
+            o->x_block(xall + (size_t)(k0 / o->kb) * (size_t)S * LDB, xp, ldx, S, k0, K - k0 < o->kb ? K - k0 : o->kb);
+        gemm_rows(o, y, ldy, xp, ldx, W, K, S, n0, n1, P, xall);
+        free(xall);
+        return;
+    }
     uint32_t *xb = S > TS_GEMM512_SMALL_S ? aligned_alloc(64, sizeof(uint32_t) * (size_t)S * LDB) : NULL;
     if (!xb) { /* few rows, or no memory for the x block: 16 rows at a time */
         for (int s = 0; s < S; s += TS_GEMM512_SMALL_S) {
             int ss = S - s < TS_GEMM512_SMALL_S ? S - s : TS_GEMM512_SMALL_S;
-            gemm_small(o, y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, ss, n0, n1, P);
+            gemm_rows(o, y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, ss, n0, n1, P, NULL);
         }
         return;
     }
