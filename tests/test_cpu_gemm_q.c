@@ -283,8 +283,9 @@ static void check_amx_bits(ts_dtype dt, const uint8_t *w, const uint8_t *r, int 
 /* `test_cpu_gemm_q amx`: the AMX prefill (a ctest of its own, skipped where AMX is not
  * usable). Bit-identical to I16 at the shapes check_prefill uses and more S (one and several
  * 16-row tiles, K past one prepared chunk, K blocks cut short, column windows cut inside a
- * 32-row tile; x prepared whole and, at S = 128 with K = 4192 and 8192, a chunk at a time), so I16's oracle checks of the default mode hold for it; then the oracle at the
- * seed shapes, with outlier channels, on the LM head, and column splits. (The odd shapes' few
+ * 32-row tile; x prepared whole and, at S = 128-140 with K = 4192 and 8192, a chunk at a
+ * time), so I16's oracle checks of the default mode hold for it; then the oracle at the seed
+ * shapes, with outlier channels, on the LM head, and column splits. (The odd shapes' few
  * outputs are not re-drawn against the oracle here: their rel_l2 over 6-20 values is I16's,
  * checked at its own draws.) */
 static int amx_main(void) {
@@ -301,9 +302,11 @@ static int amx_main(void) {
                    * a tail as stored) */
                   {45, 800},    {33, 1600},   {40, 1088},
                   /* K chunks of AMX_KC with whole groups and a tail: 4192 = 1024 x 4 + 3 blocks;
-                   * 2624: 2 chunks, the second 1 group + 2 blocks (gemm_q_amx.c, pack_w) */
-                  {19, 4192},   {21, 2624}};
-    static const int ss[] = {1, 2, 3, 5, 7, 13, 15, 16, 17, 40, 128};
+                   * 2624: 2 chunks, the second 1 group + 2 blocks (gemm_q_amx.c, amx_pack_unit);
+                   * at S = 128 and 140 x goes a chunk at a time (AMX_WHOLE_X) over 3 row blocks,
+                   * the last short, and a short last chunk */
+                  {19, 4192},   {21, 2624},   {70, 4192}};
+    static const int ss[] = {1, 2, 3, 5, 7, 13, 15, 16, 17, 40, 128, 140};
     for (size_t d = 0; d < 2; d++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
             int N = shapes[i].N, K = shapes[i].K;

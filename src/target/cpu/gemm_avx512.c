@@ -494,11 +494,9 @@ static void panel_rows(const ts_panel_ops *o, float *y, int ldy, const uint32_t 
     }
 }
 
-/* Few rows: panels outer, so each panel's W rows are read start to end while its y tile stays
- * in L1; the x block (<= 16 rows) is prepared again for every panel, which costs less than a
- * quarter of the panel packing. */
-/* Panels outer, each over all of K before the next, so W streams forward. x: xall, every K block
- * prepared once (S x LDB words a block), or NULL: each block prepared per panel (S <= 16). */
+/* Panels outer, each over all of K before the next, so W streams forward while each panel's y
+ * tile stays in L1. x: xall, every K block prepared once (S x LDB words a block), or NULL: each
+ * block prepared again per panel (S <= 16; without the memory for xall). */
 static void gemm_rows(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K, int S,
                       int n0, int n1, uint32_t *P, const uint32_t *xall) {
     uint32_t xb[TS_GEMM512_SMALL_S * LDB] __attribute__((aligned(64)));

@@ -10,7 +10,7 @@
  * are I16's instructions in I16's order, so every output has I16's bits (the test compares
  * them bit for bit) and the decode kernels' block sums: the gates and the oracle bound are
  * I16's. The per-block scales forbid summing blocks in the tiles: one tile step is one block
- * (16 x rows x 32 W rows x 32 positions), and the int32 sums go through memory to AVX-512 for
+ * (m <= 16 x rows x 32 W rows x 32 positions), and the int32 sums go through memory to AVX-512 for
  * the scaling, which bounds the kernel (docs/performance.md).
  *
  * Tiles: tmm0-3 the sums (h and l against W rows 0-15, then 16-31), tmm4/5 x's h and l bytes
@@ -69,7 +69,7 @@ static void prepare_x(uint8_t *h, uint8_t *l, float *dx, size_t lda, int dnb, co
 }
 
 /* Whole 16-block groups [g0, g1) of 16 lane-order rows (nrow of them from row0, rb apart; the
- * others zero) into the tiles of pack_w (B: the first group's block, t's half; dw likewise):
+ * others zero) into the tiles of amx_pack_unit (B: the first group's block, t's half; dw likewise):
  * code vector m of a group holds dword m of every block, one block a lane (gemm.h), so one
  * 16 x 16 dword transpose of the 16 rows' vector m gives tile row m (Q4_0: m and m + 4, the low
  * and high nibbles) of all 16 blocks, and one of their scale vectors the 16 blocks' d_w. Reading
@@ -212,9 +212,8 @@ static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, con
     }
 }
 
-/* W lines of a coming step (its rows' bytes of its K chunk: the step after next, which the next
- * step's pack reads while this step's tiles run) requested into L2 a slice at a time while this
- * step's tiles run: the packs read W from DRAM, and without this a prefill of 16-128 rows
+/* W lines of a coming step (its rows' bytes of its K chunk: the step after next, whose pack runs
+ * during the next step's tiles) requested into L2 a slice at a time while this step's tiles run: the packs read W from DRAM, and without this a prefill of 16-128 rows
  * streamed W and computed by turns. Spread over the step's tile steps, since a burst of the ~550
  * requests at the step's start (or L1 as the target) measured no gain; spread, a 16-token prompt
  * ran 0.98-1.10x as fast on Llama-3.2-1B Q8_0, 1.36-1.44x on its Q4_0 and 1.21-1.38x on
@@ -318,8 +317,9 @@ void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *
     if (n0 >= n1 || S < 1) return;
     const int whole = (long)S * K <= AMX_WHOLE_X;
     amx_x x = {.lda = whole ? (size_t)K + 64 : AMX_LDA, .dnb = whole ? K / TS_QBLOCK : AMX_NB};
-    /* h and l of every x row, then their scales */
-    x.h = ts_cpu_amx_usable() ? aligned_alloc(64, (size_t)S * (2 * x.lda + sizeof(float) * (size_t)x.dnb)) : NULL;
+    /* h and l of every x row, then their scales (aligned_alloc wants a multiple of 64 bytes) */
+    size_t xbytes = ((size_t)S * (2 * x.lda + sizeof(float) * (size_t)x.dnb) + 63) & ~(size_t)63;
+    x.h = ts_cpu_amx_usable() ? aligned_alloc(64, xbytes) : NULL;
     if (!x.h) {
         ts_cpu_gemm_q_prefill_avx512(TS_Q_PREFILL_I16, y, ldy, xp, ldx, Wv, dt, K, S, n0, n1);
         return;
