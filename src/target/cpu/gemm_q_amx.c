@@ -254,7 +254,13 @@ typedef struct amx_x {
 static void amx_step(float *y, int ldy, const amx_x *x, const uint8_t *B, const float *dw, int32_t *C, int S, int n,
                      int nv, int k0, int kc, amx_pf *pf, amx_pack *nx, int *rows) {
     const size_t xo = (size_t)(k0 - x->k0);
-    for (int m0 = 0; m0 < S; m0 += 16) {
+    /* the short last row tile first when the tiles are configured for it (from the step before),
+     * so a step with S % 16 rows left over reconfigures once, not twice (the order of the row
+     * tiles changes no output): Llama-3.2-1B Q8_0 20 tokens 111-118 -> 108.5 ms, 40 tokens 2%
+     * (session 35) */
+    const int nm = (S + 15) / 16, rot = *rows != 16 && S % 16 ? nm - 1 : 0;
+    for (int mi = 0; mi < nm; mi++) {
+        int m0 = 16 * ((mi + rot) % nm);
         int ms = S - m0 < 16 ? S - m0 : 16;
         if (ms != *rows) amx_configure(ms), *rows = ms;
         const uint8_t *xh = x->h + (size_t)m0 * x->lda + xo, *xl = x->l + (size_t)m0 * x->lda + xo;
