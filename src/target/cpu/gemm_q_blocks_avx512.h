@@ -89,15 +89,10 @@ static inline __attribute__((always_inline)) const uint8_t *ts_x16_q4_scales4(co
     return row + (size_t)(b0 / 16) * 16 * (2 + TS_QBLOCK / 2) + 2 * (b0 % 16);
 }
 
-static inline __attribute__((always_inline)) void ts_x16_unlane4(ts_dtype x16, const uint8_t *row, int b0, uint8_t *sc,
-                                                                 uint8_t *co) {
-    if (x16 == TS_DTYPE_Q4_0X16) {
-        _mm512_storeu_si512(co, ts_x16_q4_codes4(row, b0));
-        __builtin_memcpy(sc, ts_x16_q4_scales4(row, b0), 8);
-        return;
-    }
-    /* Q8_0: block 4a + c of the group (a = (b0 % 16) / 4) is in lane 4c + a: dwords a, 4 + a,
-     * 8 + a, 12 + a of each of the 8 code vectors */
+/* Q8_0: the codes of blocks b0 .. b0 + 3 in block order, blocks 0-1 in c[0], 2-3 in c[1] (32
+ * bytes a block), and their F16 scales' addresses: block 4a + c of the group (a = (b0 % 16) / 4)
+ * is in lane 4c + a, dwords a, 4 + a, 8 + a, 12 + a of each of the 8 code vectors. */
+static inline __attribute__((always_inline)) const uint8_t *ts_x16_q8_codes4(const uint8_t *row, int b0, __m512i c[2]) {
     const uint8_t *g = row + (size_t)(b0 / 16) * 16 * (2 + TS_QBLOCK);
     int a = (b0 % 16) / 4;
     const __m512i pick = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
@@ -111,9 +106,23 @@ static inline __attribute__((always_inline)) void ts_x16_unlane4(ts_dtype x16, c
     __m512i z1 = _mm512_inserti64x4(_mm512_castsi256_si512(p[2]), p[3], 1);
     const __m512i o01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
     const __m512i o23 = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-    _mm512_storeu_si512(co, _mm512_permutex2var_epi32(z0, o01, z1));
-    _mm512_storeu_si512(co + 64, _mm512_permutex2var_epi32(z0, o23, z1));
-    for (int c = 0; c < 4; c++) __builtin_memcpy(sc + 2 * c, g + 2 * (4 * c + a), 2);
+    c[0] = _mm512_permutex2var_epi32(z0, o01, z1);
+    c[1] = _mm512_permutex2var_epi32(z0, o23, z1);
+    return g + 2 * a; /* block c's scale at + 8 c */
+}
+
+static inline __attribute__((always_inline)) void ts_x16_unlane4(ts_dtype x16, const uint8_t *row, int b0, uint8_t *sc,
+                                                                 uint8_t *co) {
+    if (x16 == TS_DTYPE_Q4_0X16) {
+        _mm512_storeu_si512(co, ts_x16_q4_codes4(row, b0));
+        __builtin_memcpy(sc, ts_x16_q4_scales4(row, b0), 8);
+        return;
+    }
+    __m512i c[2];
+    const uint8_t *s8 = ts_x16_q8_codes4(row, b0, c);
+    _mm512_storeu_si512(co, c[0]);
+    _mm512_storeu_si512(co + 64, c[1]);
+    for (int j = 0; j < 4; j++) __builtin_memcpy(sc + 2 * j, s8 + 8 * j, 2);
 }
 
 /* ts_qblk of blocks [b0, b0 + n) of a row (n <= 4, b0 % 4 == 0), four in lane order staged in
