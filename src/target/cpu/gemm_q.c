@@ -193,24 +193,26 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
 }
 
 /* Only for the AVX-512 VNNI kernels (the others read stored blocks). Q4_0 always. Q8_0 where
- * the AMX prefill runs: on the Intel Xeon with AMX its lane order decoded 1.08-1.11x the tok/s of
- * the stored order (Llama-3.2-1B, Qwen3-0.6B; two sessions in one process, alternating rounds;
- * docs/performance.md, session 32); the AMX packs read either order (the lane order's whole groups by
- * one transpose per code vector since session 34) and take it from 9 rows (6-7 at large K), and
- * below that (since session 33) the few-row kernel reads it as it lies
- * (Qwen3-0.6B Q8_0 prompts of 2-4 tokens 1.5-1.9x the tok/s of the I16 panels it replaced, whose
- * unlaning had cost 0.81-0.91x of the stored order at 4 tokens). Not elsewhere: on the Zen 5 VM
- * (no AMX) the Q8_0 lane order made its GEMV 1.35x faster from L2 but decode no faster from DRAM
- * (1.751x vs 1.734x our BF16, 1.823x vs 1.828x),
- * while the I16 prefill packs, which must put the blocks back, ran 1.1-1.5x slower at S = 2-256
- * (Q4_0's: 0.93-1.10x). TESSERA_Q_LAYOUT=stored keeps every file's layout, =lanes takes Q8_0 too
- * (read at each session's creation, so one process can compare). */
+ * the prefill runs AMX or I16 (the default kinds; the F32, BF16 and I8 panels must put every
+ * block back): on the Intel Xeon with AMX its lane order decoded 1.08-1.11x the tok/s of the
+ * stored order (Llama-3.2-1B, Qwen3-0.6B; docs/performance.md, session 32), on the Zen 5 VM the
+ * same (1.751x vs 1.734x our BF16, 1.823x vs 1.828x); the AMX packs read whole groups by
+ * transposes, and below 16 rows (9 with AMX) the few-row kernel reads the lane order as it lies,
+ * which the stored order has no kernel for: without AMX (the I16 kind, what a Zen 4 runs; measured
+ * on the Xeon with TESSERA_Q_PREFILL=i16, session 36) 2-8-token prompts ran 1.3-2.0x the stored
+ * order's tok/s, 12 tokens 1.0-1.35x, and 16-512 tokens 0.84-1.08x (the I16 panels read each
+ * group four times, once per K block; mostly 0.90-0.97x). Stored until session 36 on cores
+ * without AMX, when the I16 packs put each block back through memory (1.1-1.5x slower at S =
+ * 2-256 on the Zen 5 VM) and the few-row kernel did not yet exist. TESSERA_Q_LAYOUT=stored keeps
+ * every file's layout, =lanes takes Q8_0 for every kind (read at each session's creation, so one
+ * process can compare). */
 int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if (dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) return 0;
     if (e && !strcmp(e, "stored")) return 0;
     if (ts_cpu_gemm_q_for(v) != ts_cpu_gemm_q_avx512) return 0;
-    return dt == TS_DTYPE_Q4_0 || (e && !strcmp(e, "lanes")) || ts_cpu_avx512_q_prefill() == TS_Q_PREFILL_AMX;
+    ts_q_prefill k = ts_cpu_avx512_q_prefill();
+    return dt == TS_DTYPE_Q4_0 || (e && !strcmp(e, "lanes")) || k == TS_Q_PREFILL_AMX || k == TS_Q_PREFILL_I16;
 }
 
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v) {
