@@ -68,50 +68,47 @@ static void prepare_x(uint8_t *h, uint8_t *l, float *dx, size_t lda, int dnb, co
     }
 }
 
-/* Whole 16-block groups [g0, g1) of 16 lane-order rows (nrow of them from row0, rb apart; the
- * others zero) into the tiles of amx_pack_unit (B: the first group's block, t's half; dw likewise):
+/* Whole 16-block group g of 16 lane-order rows (nrow of them from row0, rb apart; the others
+ * zero) into the tiles of amx_pack_unit (B: the group's first block, t's half; dw likewise):
  * code vector m of a group holds dword m of every block, one block a lane (gemm.h), so one
  * 16 x 16 dword transpose of the 16 rows' vector m gives tile row m (Q4_0: m and m + 4, the low
  * and high nibbles) of all 16 blocks, and one of their scale vectors the 16 blocks' d_w. Reading
  * each block through ts_qblk_at instead took a gather per block and row: a 16- or 32-token
  * prefill was mostly this packing (8192 x 2048 Q8_0, one thread, session 34: 3.5 ms at 16 rows,
  * 1.2 of it with the packing left out). Same tiles, so the same bits. */
-static void pack_groups_x16(uint8_t *B, float *dw, const uint8_t *row0, size_t rb, int nrow, int g0, int g1, int q8) {
+static void pack_group_x16(uint8_t *B, float *dw, const uint8_t *row0, size_t rb, int nrow, int g, int q8) {
     const size_t gb = 16 * (q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
     const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     const ts_dtype x16 = q8 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;
-    for (int g = g0; g < g1; g++) {
-        const uint8_t *gp = row0 + (size_t)g * gb;
-        uint8_t *Bg = B + (size_t)(g - g0) * 16 * AMX_WBLK;
-        __m512i r[16];
-        for (int i = 0; i < 16; i++) /* the scales, as floats (the transpose moves 32-bit words) */
-            r[i] = i < nrow ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gp + (size_t)i * rb))))
-                            : _mm512_setzero_si512();
-        ts_transpose16_epi32(r);
-        for (int L = 0; L < 16; L++)
-            _mm512_storeu_si512(dw + (size_t)((g - g0) * 16 + ts_x16_lane(x16, L)) * 32, r[L]);
-        for (int m = 0; m < (q8 ? 8 : 4); m++) {
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nrow ? _mm512_loadu_si512(gp + (size_t)i * rb + 32 + 64 * m) : _mm512_setzero_si512();
-            ts_transpose16_epi32(r); /* r[L]: dword m of lane L's block in the 16 rows */
-            for (int L = 0; L < 16; L++) {
-                uint8_t *o = Bg + (size_t)ts_x16_lane(x16, L) * AMX_WBLK + 64 * m;
-                if (q8) {
-                    _mm512_store_si512(o, r[L]);
-                    continue;
-                }
-                /* Q4_0: positions 4m.. are low nibbles, 16 + 4m.. high ones; int8 code - 8 (ts_q4_w8) */
-                __m512i lo = _mm512_and_si512(r[L], m4), hi = _mm512_and_si512(_mm512_srli_epi16(r[L], 4), m4);
-                _mm512_store_si512(o, _mm512_sub_epi8(lo, eight));
-                _mm512_store_si512(o + 256, _mm512_sub_epi8(hi, eight));
+    const uint8_t *gp = row0 + (size_t)g * gb;
+    __m512i r[16];
+    for (int i = 0; i < 16; i++) /* the scales, as floats (the transpose moves 32-bit words) */
+        r[i] = i < nrow ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gp + (size_t)i * rb))))
+                        : _mm512_setzero_si512();
+    ts_transpose16_epi32(r);
+    for (int L = 0; L < 16; L++)
+        _mm512_storeu_si512(dw + (size_t)ts_x16_lane(x16, L) * 32, r[L]);
+    for (int m = 0; m < (q8 ? 8 : 4); m++) {
+        for (int i = 0; i < 16; i++)
+            r[i] = i < nrow ? _mm512_loadu_si512(gp + (size_t)i * rb + 32 + 64 * m) : _mm512_setzero_si512();
+        ts_transpose16_epi32(r); /* r[L]: dword m of lane L's block in the 16 rows */
+        for (int L = 0; L < 16; L++) {
+            uint8_t *o = B + (size_t)ts_x16_lane(x16, L) * AMX_WBLK + 64 * m;
+            if (q8) {
+                _mm512_store_si512(o, r[L]);
+                continue;
             }
+            /* Q4_0: positions 4m.. are low nibbles, 16 + 4m.. high ones; int8 code - 8 (ts_q4_w8) */
+            __m512i lo = _mm512_and_si512(r[L], m4), hi = _mm512_and_si512(_mm512_srli_epi16(r[L], 4), m4);
+            _mm512_store_si512(o, _mm512_sub_epi8(lo, eight));
+            _mm512_store_si512(o + 256, _mm512_sub_epi8(hi, eight));
         }
     }
 }
 
 /* W rows [n, n + nv) (nv <= 32; rows past nv zero), blocks [b0, b0 + nblk): per block two B
  * tiles (rows n.. and n + 16..; tile row r = 16 W rows x positions 4r..4r+3) and the 32 scales
- * d_w. Lane-order rows: their whole groups by pack_groups_x16 (b0 % 16 == 0: K chunks of
+ * d_w. Lane-order rows: their whole groups by pack_group_x16 (b0 % 16 == 0: K chunks of
  * AMX_KC), the rest, and stored rows, two blocks per 16 x 16-dword transpose, as the I8 panels
  * pack them, each block read through ts_qblk_at; both give the same tiles. In units (amx_pack):
  * per 16 rows each whole group, then the rest. */
@@ -144,8 +141,8 @@ static void amx_pack_unit(const amx_pack *p, int u) {
     float *dw = p->dw;
     if (i < p->fast / 16) {
         int g = b0 / 16 + i;
-        pack_groups_x16(B + (size_t)i * 16 * AMX_WBLK + (size_t)t * (AMX_WBLK / 2), dw + (size_t)i * 16 * 32 + 16 * t,
-                        p->W + (size_t)(n + 16 * t) * rb, rb, nrow, g, g + 1, st == TS_DTYPE_Q8_0);
+        pack_group_x16(B + (size_t)i * 16 * AMX_WBLK + (size_t)t * (AMX_WBLK / 2), dw + (size_t)i * 16 * 32 + 16 * t,
+                       p->W + (size_t)(n + 16 * t) * rb, rb, nrow, g, st == TS_DTYPE_Q8_0);
         return;
     }
     for (int b = p->fast; b < nblk; b += 2) {

@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) __m256i ts_qblk_w8(ts_qblk q, ts_dt
  * shuffles for the four, where reading each block through ts_qblk_at takes a gather: the I16
  * and I8 prefill packs stage each row's blocks so (their panels are rebuilt per call; a 2-row
  * prefill is mostly packing). The AMX packs read a lane-order row's whole groups by transposes
- * (gemm_q_amx.c, pack_groups_x16), its tail and stored rows block by block. */
+ * (gemm_q_amx.c, pack_group_x16), its tail and stored rows block by block. */
 /* Q4_0: the 16 code bytes of blocks b0 + j in 128-bit lane j (lanes = blocks: 16 bytes of each
  * code vector, a 4 x 4 dword transpose) */
 static inline __attribute__((always_inline)) __m512i ts_x16_q4_codes4(const uint8_t *row, int b0) {
