@@ -262,6 +262,13 @@ int cmd_bench(int argc, char **argv) {
         for (int k = 0; k < n_sizes; k++)
             printf("prefill %5d tokens: %8.2f tok/s (sd %.2f)  %7.1f GFLOP/s = %.1f%% of peak\n", sizes[k],
                    pf[k].rate, pf[k].rate_sd, pf_gflops[k], 100 * pf_gflops[k] / pk.flops_gflops);
+        /* the peak is a floating-point instruction's; Q8_0/Q4_0 prefill multiplies integer codes
+         * (VNNI or AMX tiles), which can pass it (AMX did from 32 tokens on the Intel Xeon) */
+        ts_q_prefill qk = ts_cpu_avx512_q_prefill();
+        if (qmats && ts_cpu_gemm_q_for(ts_cpu_best_variant()) == ts_cpu_gemm_q_avx512 &&
+            (qk == TS_Q_PREFILL_I8 || qk == TS_Q_PREFILL_I16 || qk == TS_Q_PREFILL_AMX))
+            printf("  (peak: %s; this model's prefill runs integer products on the weight codes, %s, not bound by it)\n",
+                   pk.flops_instr, ts_q_prefill_name(qk));
         printf("decode at %lld ctx:   %8.2f tok/s (sd %.2f)  %7.1f GB/s = %.1f%% of read peak (%.0f MB/token)\n",
                decode_ctx, dec.rate, dec.rate_sd, dec_gbs, 100 * dec_frac, bytes_tok / 1e6);
         printf("  against a read probe before and after each trial: median %.1f%% (probes %.1f-%.1f GB/s)\n",
