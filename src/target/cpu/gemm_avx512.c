@@ -434,20 +434,20 @@ static void pack_panel_q4x16_bf16(void *P, const void *W, int K, int n, int nv, 
 }
 
 static const ts_panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,
-                                 {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}, TS_DTYPE_BF16};
+                                 {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}, TS_DTYPE_BF16, NULL};
 #define F32_TILES {0, panel_f32_1, panel_f32_2, panel_f32_3, panel_f32_4, panel_f32_5, panel_f32_6}
-static const ts_panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32, F32_TILES, TS_DTYPE_BF16};
-static const ts_panel_ops k_q8 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8, F32_TILES, TS_DTYPE_Q8_0};
-static const ts_panel_ops k_q4 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4, F32_TILES, TS_DTYPE_Q4_0};
-static const ts_panel_ops k_q8x16 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8x16, F32_TILES, TS_DTYPE_Q8_0X16};
-static const ts_panel_ops k_q4x16 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4x16, F32_TILES, TS_DTYPE_Q4_0X16};
+static const ts_panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32, F32_TILES, TS_DTYPE_BF16, NULL};
+static const ts_panel_ops k_q8 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8, F32_TILES, TS_DTYPE_Q8_0, NULL};
+static const ts_panel_ops k_q4 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4, F32_TILES, TS_DTYPE_Q4_0, NULL};
+static const ts_panel_ops k_q8x16 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8x16, F32_TILES, TS_DTYPE_Q8_0X16, NULL};
+static const ts_panel_ops k_q4x16 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4x16, F32_TILES, TS_DTYPE_Q4_0X16, NULL};
 #define BF16_TILES {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}
-static const ts_panel_ops k_q8_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q8_bf16, BF16_TILES, TS_DTYPE_Q8_0};
-static const ts_panel_ops k_q4_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q4_bf16, BF16_TILES, TS_DTYPE_Q4_0};
+static const ts_panel_ops k_q8_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q8_bf16, BF16_TILES, TS_DTYPE_Q8_0, NULL};
+static const ts_panel_ops k_q4_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q4_bf16, BF16_TILES, TS_DTYPE_Q4_0, NULL};
 static const ts_panel_ops k_q8x16_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q8x16_bf16, BF16_TILES,
-                                          TS_DTYPE_Q8_0X16};
+                                          TS_DTYPE_Q8_0X16, NULL};
 static const ts_panel_ops k_q4x16_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q4x16_bf16, BF16_TILES,
-                                          TS_DTYPE_Q4_0X16};
+                                          TS_DTYPE_Q4_0X16, NULL};
 #undef BF16_TILES
 #undef F32_TILES
 
@@ -498,8 +498,9 @@ static void panel_rows(const ts_panel_ops *o, float *y, int ldy, const uint32_t 
  * tile stays in L1. x: xall, every K block prepared once (S x LDB words a block), or NULL: each
  * block prepared again per panel (S <= 16; without the memory for xall). */
 static void gemm_rows(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K, int S,
-                      int n0, int n1, uint32_t *P, const uint32_t *xall) {
+                      int n0, int n1, uint32_t *P, const uint32_t *xall, uint32_t *P4) {
     uint32_t xb[TS_GEMM512_SMALL_S * LDB] __attribute__((aligned(64)));
+    const int G = 16 * TS_QBLOCK, gk = P4 ? K / G * G : 0; /* positions packed a whole group at a time */
     for (int n = n0; n < n1; n += PN) {
         int nv = n1 - n < PN ? n1 - n : PN;
         for (int k0 = 0; k0 < K; k0 += o->kb) {
@@ -509,10 +510,23 @@ static void gemm_rows(const ts_panel_ops *o, float *y, int ldy, const float *xp,
             int pnv = n1 - pn < PN ? n1 - pn : PN;
             const uint32_t *x = xall ? xall + (size_t)(k0 / o->kb) * (size_t)S * LDB : xb;
             if (!xall) o->x_block(xb, xp, ldx, S, k0, kb);
-            o->pack(P, W, K, n, nv, k0, kb);
-            panel_rows(o, y, ldy, x, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
+            const uint32_t *Pk = P;
+            if (k0 < gk) {
+                if (k0 % G == 0) o->pack_group(P4, W, K, n, nv, k0 / G);
+                Pk = P4 + (size_t)(k0 % G / o->kb) * TS_PANEL_SLOT;
+            } else
+                o->pack(P, W, K, n, nv, k0, kb);
+            panel_rows(o, y, ldy, x, Pk, W, K, S, n, nv, k0, kb, pn, pnv, pk);
         }
     }
+}
+
+/* Room for the panels of a whole 16-block group where the ops pack one at once (NULL: pack
+ * them one by one). */
+static uint32_t *group_panels(const ts_panel_ops *o, int K) {
+    const int G = 16 * TS_QBLOCK;
+    if (!o->pack_group || K < G || G % o->kb) return NULL;
+    return aligned_alloc(64, sizeof(uint32_t) * TS_PANEL_SLOT * (size_t)(G / o->kb));
 }
 
 /* x of all K prepared once, and the panels outer, where S * K is at most this (x: 2.25-4.5 bytes
@@ -536,16 +550,20 @@ void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const f
     if (xall) {
         for (int k0 = 0; k0 < K; k0 += o->kb)
             o->x_block(xall + (size_t)(k0 / o->kb) * (size_t)S * LDB, xp, ldx, S, k0, K - k0 < o->kb ? K - k0 : o->kb);
-        gemm_rows(o, y, ldy, xp, ldx, W, K, S, n0, n1, P, xall);
+        uint32_t *P4 = group_panels(o, K);
+        gemm_rows(o, y, ldy, xp, ldx, W, K, S, n0, n1, P, xall, P4);
+        free(P4);
         free(xall);
         return;
     }
     uint32_t *xb = S > TS_GEMM512_SMALL_S ? aligned_alloc(64, sizeof(uint32_t) * (size_t)S * LDB) : NULL;
     if (!xb) { /* few rows, or no memory for the x block: 16 rows at a time */
+        uint32_t *P4 = group_panels(o, K);
         for (int s = 0; s < S; s += TS_GEMM512_SMALL_S) {
             int ss = S - s < TS_GEMM512_SMALL_S ? S - s : TS_GEMM512_SMALL_S;
-            gemm_rows(o, y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, ss, n0, n1, P, NULL);
+            gemm_rows(o, y + (size_t)s * ldy, ldy, xp + (size_t)s * ldx, ldx, W, K, ss, n0, n1, P, NULL, P4);
         }
+        free(P4);
         return;
     }
     /* K blocks outer: the x block (S x KB) stays in L2 across all panels. */

@@ -35,7 +35,13 @@ typedef struct ts_panel_ops {
     void (*pack)(void *P, const void *W, int K, int n, int nv, int k0, int kb);
     ts_panel_fn tiles[TS_PANEL_MR + 1]; /* [ms]: a tile of ms x rows */
     ts_dtype dt;                        /* of W (for its row bytes: the prefetch of the next panel) */
+    /* optional, for W in 16-block lane order (whose K block of a row is spread over its whole
+     * group): W rows [n, n + nv) over the whole group g (positions [512 g, 512 g + 512)) at once,
+     * the panel of K block j at P4 + j * TS_PANEL_SLOT, as pack would have made them one by one */
+    void (*pack_group)(void *P4, const void *W, int K, int n, int nv, int g);
 } ts_panel_ops;
+/* 4-byte words between the panels pack_group makes (one panel's room, and a line more) */
+#define TS_PANEL_SLOT (TS_PANEL_WORDS + 16)
 
 /* The ops of a quantized W by its type: stored Q8_0, Q4_0, or either in lane order. */
 static inline const ts_panel_ops *q_ops(ts_dtype dt, const ts_panel_ops *q8, const ts_panel_ops *q4,

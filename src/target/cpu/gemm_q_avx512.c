@@ -930,6 +930,48 @@ static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0,
     q16_pack(P, W, TS_DTYPE_Q4_0X16, K, n, nv, k0, kb);
 }
 
+/* The four I16 panels of a whole group of Q8_0 lane-order rows at once (ts_panel_ops.pack_group):
+ * per 16 rows, code vector m of the 16 rows by one 16 x 16 dword transpose gives dword m (4
+ * codes) of every block for the 16 rows, which widened to int16 are the block's pairs 2m and
+ * 2m + 1 (one vpermt2d each); the scale vectors likewise. Where a panel of 4 blocks at a time
+ * put each row's blocks back first (ts_x16_q8_codes4: 8 lane permutes a row per panel, the
+ * group's code vectors read once per panel) and then transposed every block at 16 bits: ...
+ * (session 36). The same panels, so the same bits. */
+static void q16_pack_group_q8x16(void *P4v, const void *Wv, int K, int n, int nv, int g) {
+    uint32_t *P4 = P4v;
+    const uint8_t *W = Wv;
+    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0X16, K), gb = 16 * (2 + TS_QBLOCK);
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int h = 0; h < TS_PANEL_N; h += 16) {
+        int nrow = nv - h < 0 ? 0 : (nv - h > 16 ? 16 : nv - h);
+        const uint8_t *gp = W + (size_t)(n + h) * rb + (size_t)g * gb;
+        __m512i r[16];
+        for (int i = 0; i < 16; i++) /* the scales, as floats */
+            r[i] = i < nrow ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gp + (size_t)i * rb))))
+                            : _mm512_setzero_si512();
+        ts_transpose16_epi32(r); /* r[L]: the scale of lane L's block in the 16 rows */
+        for (int L = 0; L < 16; L++) {
+            int b = ts_x16_lane(TS_DTYPE_Q8_0X16, L); /* lane L holds block b (the mapping is its own inverse) */
+            float *d = (float *)(P4 + (size_t)(b / 4) * TS_PANEL_SLOT + Q16_KB / 2 * TS_PANEL_N);
+            _mm512_store_si512(d + (size_t)(b % 4) * TS_PANEL_N + h, r[L]);
+        }
+        for (int m = 0; m < TS_QBLOCK / 4; m++) {
+            for (int i = 0; i < 16; i++)
+                r[i] = i < nrow ? _mm512_loadu_si512(gp + (size_t)i * rb + 32 + 64 * m) : _mm512_setzero_si512();
+            ts_transpose16_epi32(r); /* r[L]: codes 4m..4m+3 of lane L's block in the 16 rows */
+            for (int L = 0; L < 16; L++) {
+                int b = ts_x16_lane(TS_DTYPE_Q8_0X16, L);
+                __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(r[L]));       /* rows 0-7: pair 2m, 2m + 1 */
+                __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(r[L], 1)); /* rows 8-15 */
+                uint32_t *o = P4 + (size_t)(b / 4) * TS_PANEL_SLOT + (size_t)((b % 4) * (TS_QBLOCK / 2) + 2 * m) * TS_PANEL_N + h;
+                _mm512_store_si512(o, _mm512_permutex2var_epi32(lo, ev, hi));
+                _mm512_store_si512(o + TS_PANEL_N, _mm512_permutex2var_epi32(lo, od, hi));
+            }
+        }
+    }
+}
+
 /* ms (<= Q16_MR) x rows of the block against the panel, per 32-position block an integer dot
  * product then scaled in FP32. I8 (constant): the 8-bit form (8 vpdpbusd steps of 4 positions a
  * block, the sums starting from the block's offset correction stored after the scales), else the
@@ -985,13 +1027,13 @@ static inline __attribute__((always_inline)) void qint_tile(float *y, int ldy, c
 TS_PANEL_TILES_3ROW(q16, q16_tile)
 
 static const ts_panel_ops k_q8_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0};
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0, NULL};
 static const ts_panel_ops k_q4_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0};
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0, NULL};
 static const ts_panel_ops k_q4x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4x16,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0X16};
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0X16, NULL};
 static const ts_panel_ops k_q8x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8x16,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0X16};
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0X16, q16_pack_group_q8x16};
 
 
 /* ---- Prefill, experimental: 8-bit x (llama.cpp's Q8_0 activations) with vpdpbusd ----
@@ -1080,13 +1122,13 @@ static void q8x_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0,
 
 TS_PANEL_TILES_3ROW(q8x, q8x_tile)
 static const ts_panel_ops k_q8_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0};
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0, NULL};
 static const ts_panel_ops k_q4_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0};
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0, NULL};
 static const ts_panel_ops k_q4x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4x16,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0X16};
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0X16, NULL};
 static const ts_panel_ops k_q8x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8x16,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0X16};
+                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0X16, NULL};
 
 /* the few-row prefill (gemv_rows_batch_g's i16 form) per type and nibble split */
 static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K, int n0,
