@@ -378,10 +378,13 @@ static void check_x16(ts_dtype dt) {
          * rows (an odd last W row); 32 = TS_GEMM_BATCH_MAX */
         /* 2-14: the few-row prefill (gemm_q_avx512.c) where the kind and rule give it those rows
          * (the I16 kind below 16 rows), from 6-9 the AMX kind's tiles (amx_rows_x16) */
-        static const int Ss[] = {1, 2, 3, 5, 6, 8, 11, 14, 17, 32, 64};
+        /* 128 where S * K > 2^19 (K = 4192, 8192: small N): the panels' K blocks outer
+         * (gemm_avx512.c), for lane order a group's K blocks at a time, with and without a tail */
+        static const int Ss[] = {1, 2, 3, 5, 6, 8, 11, 14, 17, 32, 64, 128};
         int same_all = 1;
         for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
             int S = Ss[si];
+            if (S == 128 && (long)S * K <= (1L << 19)) continue;
             float *xp = malloc(sizeof(float) * (size_t)S * K), *x = malloc(sizeof(float) * K);
             float *y0 = malloc(sizeof(float) * (size_t)S * N), *y1 = malloc(sizeof(float) * (size_t)S * N);
             for (int s = 0; s < S; s++) {

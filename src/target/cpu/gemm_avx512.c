@@ -566,8 +566,25 @@ void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const f
         free(P4);
         return;
     }
-    /* K blocks outer: the x block (S x KB) stays in L2 across all panels. */
-    for (int k0 = 0; k0 < K; k0 += o->kb) {
+    /* K blocks outer: the x block (S x KB) stays in L2 across all panels. Where the ops pack a
+     * whole group at once, a group's K blocks at a time (their x blocks together), each panel's
+     * group packed once and run over them in K order: lane-order Q8_0 rows at 512 tokens, ... (session 36). */
+    const int G = 16 * TS_QBLOCK, nk = G / o->kb, gk = K / G * G;
+    uint32_t *P4 = group_panels(o, K), *xg = P4 ? aligned_alloc(64, sizeof(uint32_t) * (size_t)S * LDB * (size_t)nk) : NULL;
+    for (int g0 = 0; xg && g0 < gk; g0 += G) {
+        for (int j = 0; j < nk; j++) o->x_block(xg + (size_t)j * S * LDB, xp, ldx, S, g0 + j * o->kb, o->kb);
+        for (int n = n0; n < n1; n += PN) {
+            int nv = n1 - n < PN ? n1 - n : PN;
+            int pn = n + PN, pk = g0; /* the next panel's group, requested with the first K block */
+            if (pn >= n1) pn = n0, pk = g0 + G < gk ? g0 + G : K;
+            int pnv = n1 - pn < PN ? n1 - pn : PN;
+            o->pack_group(P4, W, K, n, nv, g0 / G);
+            for (int j = 0; j < nk; j++)
+                panel_rows(o, y, ldy, xg + (size_t)j * S * LDB, P4 + (size_t)j * TS_PANEL_SLOT, W, K, S, n, nv,
+                           g0 + j * o->kb, o->kb, pn, pnv, j ? K : pk);
+        }
+    }
+    for (int k0 = xg ? gk : 0; k0 < K; k0 += o->kb) {
         int kb = K - k0 < o->kb ? K - k0 : o->kb;
         o->x_block(xb, xp, ldx, S, k0, kb);
         for (int n = n0; n < n1; n += PN) {
@@ -579,6 +596,7 @@ void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const f
             panel_rows(o, y, ldy, xb, P, W, K, S, n, nv, k0, kb, pn, pnv, pk);
         }
     }
+    free(P4), free(xg);
     free(xb);
 }
 
