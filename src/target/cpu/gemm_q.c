@@ -199,9 +199,9 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
  * same (1.751x vs 1.734x our BF16, 1.823x vs 1.828x); the AMX packs read whole groups by
  * transposes, and below 16 rows (9 with AMX) the few-row kernel reads the lane order as it lies,
  * which the stored order has no kernel for: without AMX (the I16 kind, what a Zen 4 runs; measured
- * on the Xeon with TESSERA_Q_PREFILL=i16, session 36) 2-8-token prompts ran 1.3-2.0x the stored
- * order's tok/s, 12 tokens 1.0-1.35x, and 16-512 tokens 0.84-1.08x (the I16 panels read each
- * group four times, once per K block; mostly 0.90-0.97x). Stored until session 36 on cores
+ * on the Xeon with TESSERA_Q_PREFILL=i16, session 36) 2-8-token prompts ran 1.27-1.98x the stored
+ * order's tok/s, 12 tokens 1.0-1.35x, and 16-512 tokens 0.96-1.15x, once the I16 panels pack a
+ * whole group at a time (one K block at a time, 0.84-1.08x). Stored until session 36 on cores
  * without AMX, when the I16 packs put each block back through memory (1.1-1.5x slower at S =
  * 2-256 on the Zen 5 VM) and the few-row kernel did not yet exist. TESSERA_Q_LAYOUT=stored keeps
  * every file's layout, =lanes takes Q8_0 for every kind (read at each session's creation, so one
