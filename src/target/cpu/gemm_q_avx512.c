@@ -930,21 +930,24 @@ static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0,
     q16_pack(P, W, TS_DTYPE_Q4_0X16, K, n, nv, k0, kb);
 }
 
-/* The four I16 panels of a whole group of Q8_0 lane-order rows at once (ts_panel_ops.pack_group):
- * per 16 rows, code vector m of the 16 rows by one 16 x 16 dword transpose gives dword m (4
- * codes) of every block for the 16 rows, which widened to int16 are the block's pairs 2m and
- * 2m + 1 (one vpermt2d each); the scale vectors likewise. Where a panel of 4 blocks at a time
- * put each row's blocks back first (ts_x16_q8_codes4: 8 lane permutes a row per panel, the
- * group's code vectors read once per panel) and then transposed every block at 16 bits, 16 rows
- * of 8192 x 2048 took 1.12-1.18x the stored order's time from DRAM and 1.05-1.06x from L2 (512
- * rows), a group at a time 0.99-1.00x and 0.86-0.88x (one thread, session 36). The same panels,
- * so the same bits. */
-static void q16_pack_group_q8x16(void *P4v, const void *Wv, int K, int n, int nv, int g) {
-    uint32_t *P4 = P4v;
-    const uint8_t *W = Wv;
-    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0X16, K), gb = 16 * (2 + TS_QBLOCK);
+/* The four I16 panels of a whole group of lane-order rows at once (ts_panel_ops.pack_group): per
+ * 16 rows, code vector m of the 16 rows by one 16 x 16 dword transpose gives dword m of every
+ * block for the 16 rows (Q8_0: codes 4m..4m+3; Q4_0: those in the low nibbles, 16 + 4m.. in the
+ * high ones), which widened to int16 are the block's pairs 2m and 2m + 1 (Q4_0: and 8 + 2m, 9 +
+ * 2m; one vpermt2d each); the scale vectors likewise. Where a panel of 4 blocks at a time put
+ * each row's blocks back first (ts_x16_q8_codes4: 8 lane permutes a row per panel, the group's
+ * code vectors read once per panel) and then transposed every block at 16 bits, 16 Q8_0 rows of
+ * 8192 x 2048 took 1.12-1.18x the stored order's time from DRAM and 1.05-1.06x from L2 (512
+ * rows), a group at a time 0.99-1.00x and 0.86-0.88x (one thread, session 36); Q4_0 files on
+ * the I16 kind ran 16-token prompts 1.09-1.18x as fast by groups, 32-512 tokens 0.99-1.10x
+ * (tessera bench, alternating). The same panels, so the same bits. */
+static inline __attribute__((always_inline)) void q16_pack_group(uint32_t *P4, const uint8_t *W, int K, int n, int nv,
+                                                                  int g, int q8) {
+    const ts_dtype x16 = q8 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;
+    const size_t rb = ts_gemm_row_bytes(x16, K), gb = 16 * (q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     for (int h = 0; h < TS_PANEL_N; h += 16) {
         int nrow = nv - h < 0 ? 0 : (nv - h > 16 ? 16 : nv - h);
         const uint8_t *gp = W + (size_t)(n + h) * rb + (size_t)g * gb;
@@ -954,24 +957,34 @@ static void q16_pack_group_q8x16(void *P4v, const void *Wv, int K, int n, int nv
                             : _mm512_setzero_si512();
         ts_transpose16_epi32(r); /* r[L]: the scale of lane L's block in the 16 rows */
         for (int L = 0; L < 16; L++) {
-            int b = ts_x16_lane(TS_DTYPE_Q8_0X16, L); /* lane L holds block b (the mapping is its own inverse) */
+            int b = ts_x16_lane(x16, L); /* lane L holds block b (the mapping is its own inverse) */
             float *d = (float *)(P4 + (size_t)(b / 4) * TS_PANEL_SLOT + Q16_KB / 2 * TS_PANEL_N);
             _mm512_store_si512(d + (size_t)(b % 4) * TS_PANEL_N + h, r[L]);
         }
-        for (int m = 0; m < TS_QBLOCK / 4; m++) {
+        for (int m = 0; m < (q8 ? 8 : 4); m++) {
             for (int i = 0; i < 16; i++)
                 r[i] = i < nrow ? _mm512_loadu_si512(gp + (size_t)i * rb + 32 + 64 * m) : _mm512_setzero_si512();
-            ts_transpose16_epi32(r); /* r[L]: codes 4m..4m+3 of lane L's block in the 16 rows */
+            ts_transpose16_epi32(r); /* r[L]: dword m of lane L's block in the 16 rows */
             for (int L = 0; L < 16; L++) {
-                int b = ts_x16_lane(TS_DTYPE_Q8_0X16, L);
-                __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(r[L]));       /* rows 0-7: pair 2m, 2m + 1 */
-                __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(r[L], 1)); /* rows 8-15 */
+                int b = ts_x16_lane(x16, L);
                 uint32_t *o = P4 + (size_t)(b / 4) * TS_PANEL_SLOT + (size_t)((b % 4) * (TS_QBLOCK / 2) + 2 * m) * TS_PANEL_N + h;
-                _mm512_store_si512(o, _mm512_permutex2var_epi32(lo, ev, hi));
-                _mm512_store_si512(o + TS_PANEL_N, _mm512_permutex2var_epi32(lo, od, hi));
+                for (int e = 0; e < (q8 ? 1 : 2); e++) { /* Q4_0: the low nibbles (pairs 2m..), the high (8 + 2m..) */
+                    __m512i c = q8 ? r[L]
+                                   : _mm512_sub_epi8(_mm512_and_si512(e ? _mm512_srli_epi16(r[L], 4) : r[L], m4), eight);
+                    __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(c));       /* rows 0-7 */
+                    __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(c, 1)); /* rows 8-15 */
+                    _mm512_store_si512(o + (size_t)e * 8 * TS_PANEL_N, _mm512_permutex2var_epi32(lo, ev, hi));
+                    _mm512_store_si512(o + (size_t)e * 8 * TS_PANEL_N + TS_PANEL_N, _mm512_permutex2var_epi32(lo, od, hi));
+                }
             }
         }
     }
+}
+static void q16_pack_group_q8x16(void *P4, const void *W, int K, int n, int nv, int g) {
+    q16_pack_group(P4, W, K, n, nv, g, 1);
+}
+static void q16_pack_group_q4x16(void *P4, const void *W, int K, int n, int nv, int g) {
+    q16_pack_group(P4, W, K, n, nv, g, 0);
 }
 
 /* ms (<= Q16_MR) x rows of the block against the panel, per 32-position block an integer dot
@@ -1033,7 +1046,7 @@ static const ts_panel_ops k_q8_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8,
 static const ts_panel_ops k_q4_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4,
                                       TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0, NULL};
 static const ts_panel_ops k_q4x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4x16,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0X16, NULL};
+                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0X16, q16_pack_group_q4x16};
 static const ts_panel_ops k_q8x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8x16,
                                       TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0X16, q16_pack_group_q8x16};
 
