@@ -349,8 +349,9 @@ static void check_x16(ts_dtype dt) {
     static const struct {
         int N, K;
     } shapes[] = {{2048, 2048}, {1024, 3072}, {37, 2080}, {70, 288}, {5, 512}, {3, 32}, {45, 800}, {40, 1088},
-                  {64, 1024}, {24, 8192}, {9, 608}, {13, 4192}, {11, 2624}};
-    /* from {64, 1024}: the few-row prefill at Qwen3's K, at Llama's down projection (4 K ranges),
+                  {64, 1024}, {24, 8192}, {9, 608}, {13, 4192}, {11, 2624}, {80, 4192}};
+    /* {80, 4192} at S = 128: the panels' K blocks outer over two panels (the second of 16 rows),
+     * a group at a time, then the tail. From {64, 1024}: the few-row prefill at Qwen3's K, at Llama's down projection (4 K ranges),
      * a last K block of 3, 2 K ranges with a tail of 3 blocks, and a last range of one group with
      * a tail of 2 (gemm_q_avx512.c, i16_blocks) */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

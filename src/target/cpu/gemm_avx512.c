@@ -496,7 +496,8 @@ static void panel_rows(const ts_panel_ops *o, float *y, int ldy, const uint32_t 
 
 /* Panels outer, each over all of K before the next, so W streams forward while each panel's y
  * tile stays in L1. x: xall, every K block prepared once (S x LDB words a block), or NULL: each
- * block prepared again per panel (S <= 16; without the memory for xall). */
+ * block prepared again per panel (S <= 16; without the memory for xall). P4: room for a whole
+ * group's panels (group_panels) where the ops pack one at once, else NULL. */
 static void gemm_rows(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W, int K, int S,
                       int n0, int n1, uint32_t *P, const uint32_t *xall, uint32_t *P4) {
     uint32_t xb[TS_GEMM512_SMALL_S * LDB] __attribute__((aligned(64)));
@@ -578,7 +579,7 @@ void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const f
         for (int n = n0; n < n1; n += PN) {
             int nv = n1 - n < PN ? n1 - n : PN;
             int pn = n + PN, pk = g0; /* the next panel's group, requested with the first K block */
-            if (pn >= n1) pn = n0, pk = g0 + G < gk ? g0 + G : K;
+            if (pn >= n1) pn = n0, pk = g0 + G < K ? g0 + G : K;
             int pnv = n1 - pn < PN ? n1 - pn : PN;
             o->pack_group(P4, W, K, n, nv, g0 / G);
             for (int j = 0; j < nk; j++)

@@ -195,9 +195,10 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
 /* Only for the AVX-512 VNNI kernels (the others read stored blocks). Q4_0 always. Q8_0 where
  * the prefill runs AMX or I16 (the default kinds; the F32, BF16 and I8 panels must put every
  * block back): on the Intel Xeon with AMX its lane order decoded 1.08-1.11x the tok/s of the
- * stored order (Llama-3.2-1B, Qwen3-0.6B; docs/performance.md, session 32), on the Zen 5 VM the
- * same (1.751x vs 1.734x our BF16, 1.823x vs 1.828x); the AMX packs read whole groups by
- * transposes, and below 16 rows (9 with AMX) the few-row kernel reads the lane order as it lies,
+ * stored order (Llama-3.2-1B, Qwen3-0.6B; docs/performance.md, session 32), on the Zen 5 VM no
+ * faster and no slower (1.751x vs 1.734x our BF16, 1.823x vs 1.828x); the AMX and I16 packs read
+ * whole groups by transposes, and below 16 rows (9 with AMX, 6-7 at large K) the few-row kernel
+ * reads the lane order as it lies,
  * which the stored order has no kernel for: without AMX (the I16 kind, what a Zen 4 runs; measured
  * on the Xeon with TESSERA_Q_PREFILL=i16, session 36) 2-8-token prompts ran 1.27-1.98x the stored
  * order's tok/s, 12 tokens 1.0-1.35x, and 16-512 tokens 0.96-1.15x, once the I16 panels pack a

@@ -242,7 +242,7 @@ static inline void amx_pf_slice(amx_pf *p) {
     for (; p->done < p->want; p->done++) {
         _mm_prefetch(p->line, _MM_HINT_T1);
         p->line += 64;
-        if (--p->left == 0) p->line += p->rb - 64 * p->lines, p->left = p->lines;
+        if (--p->left == 0) p->line = p->line - 64 * p->lines + p->rb, p->left = p->lines; /* the next row */
     }
 }
 

@@ -845,6 +845,9 @@ static void q16_x_block(void *xb, const float *xp, int ldx, int S, int k0, int k
     }
 }
 
+/* One panel. Lane-order rows come here only for their tail blocks and where the panels cannot
+ * take a whole group at a time (q16_pack_group, below): each row's 4 blocks put back through the
+ * stage (ts_qblk_run), which the I8 packs share. */
 static inline __attribute__((always_inline)) void q16_pack(void *Pv, const void *Wv, ts_dtype dt, int K, int n,
                                                             int nv, int k0, int kb) {
     uint32_t *P = Pv;
@@ -856,50 +859,7 @@ static inline __attribute__((always_inline)) void q16_pack(void *Pv, const void 
     for (int g = 0; g < TS_PANEL_N; g += 16) {
         int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
         for (int b4 = 0; b4 < kb; b4 += 4 * TS_QBLOCK) { /* 4 blocks of each row found (staged) at once */
-            int nb4 = (kb - b4) / TS_QBLOCK < 4 ? (kb - b4) / TS_QBLOCK : 4, bk = (k0 + b4) / TS_QBLOCK;
-            if (ts_dtype_is_x16(dt) && nb4 == 4 && bk + 4 <= K / TS_QBLOCK / 16 * 16) {
-                /* in lane order: each row's 4 blocks in registers (ts_x16_q4_codes4, ts_x16_q8_codes4),
-                 * no staging. Q8_0 through the stage (ts_qblk_run): 16 rows against 512 x 2048 in
-                 * L2 took 1.15x the stored order's time, in registers 1.06x (one thread; from DRAM,
-                 * 8192 x 2048, 1.23x and 1.18x; session 36) */
-                __m512i rj[4][16];
-                float dj[4][16];
-                for (int i = 0; i < 16; i++) {
-                    if (i >= nrow) {
-                        for (int j = 0; j < 4; j++) rj[j][i] = _mm512_setzero_si512(), dj[j][i] = 0.0f;
-                        continue;
-                    }
-                    const uint8_t *row = W + (size_t)(n + g + i) * rb;
-                    if (dt == TS_DTYPE_Q8_0X16) {
-                        __m512i c[2];
-                        const uint8_t *s8 = ts_x16_q8_codes4(row, bk, c);
-                        rj[0][i] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(c[0]));
-                        rj[1][i] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(c[0], 1));
-                        rj[2][i] = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(c[1]));
-                        rj[3][i] = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(c[1], 1));
-                        for (int j = 0; j < 4; j++) dj[j][i] = f16(s8 + 8 * j);
-                        continue;
-                    }
-                    __m512i z = ts_x16_q4_codes4(row, bk);
-                    __m128 sc = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)ts_x16_q4_scales4(row, bk)));
-                    rj[0][i] = _mm512_cvtepi8_epi16(ts_q4_w8(_mm512_extracti32x4_epi32(z, 0)));
-                    rj[1][i] = _mm512_cvtepi8_epi16(ts_q4_w8(_mm512_extracti32x4_epi32(z, 1)));
-                    rj[2][i] = _mm512_cvtepi8_epi16(ts_q4_w8(_mm512_extracti32x4_epi32(z, 2)));
-                    rj[3][i] = _mm512_cvtepi8_epi16(ts_q4_w8(_mm512_extracti32x4_epi32(z, 3)));
-                    float f[4];
-                    _mm_storeu_ps(f, sc);
-                    for (int j = 0; j < 4; j++) dj[j][i] = f[j];
-                }
-                for (int j = 0; j < 4; j++) {
-                    int b = b4 + j * TS_QBLOCK;
-                    float *d = dw + (size_t)(b / TS_QBLOCK) * TS_PANEL_N + g;
-                    for (int i = 0; i < 16; i++) d[i] = dj[j][i];
-                    ts_transpose16_epi32(rj[j]); /* pair p of the 16 rows */
-                    uint32_t *o = P + (size_t)(b / 2) * TS_PANEL_N + g;
-                    for (int p = 0; p < 16; p++) _mm512_store_si512(o + (size_t)p * TS_PANEL_N, rj[j][p]);
-                }
-                continue;
-            }
+            int nb4 = (kb - b4) / TS_QBLOCK < 4 ? (kb - b4) / TS_QBLOCK : 4;
             for (int i = 0; i < nrow; i++)
                 ts_qblk_run(W + (size_t)(n + g + i) * rb, K, (k0 + b4) / TS_QBLOCK, nb4, dt, stage[i], qb[i]);
             for (int j = 0; j < nb4; j++) {
@@ -936,11 +896,12 @@ static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0,
  * high ones), which widened to int16 are the block's pairs 2m and 2m + 1 (Q4_0: and 8 + 2m, 9 +
  * 2m; one vpermt2d each); the scale vectors likewise. Where a panel of 4 blocks at a time put
  * each row's blocks back first (ts_x16_q8_codes4: 8 lane permutes a row per panel, the group's
- * code vectors read once per panel) and then transposed every block at 16 bits, 16 Q8_0 rows of
- * 8192 x 2048 took 1.12-1.18x the stored order's time from DRAM and 1.05-1.06x from L2 (512
- * rows), a group at a time 0.99-1.00x and 0.86-0.88x (one thread, session 36); Q4_0 files on
- * the I16 kind ran 16-token prompts 1.09-1.18x as fast by groups, 32-512 tokens 0.99-1.10x
- * (tessera bench, alternating). The same panels, so the same bits. */
+ * code vectors read once per panel; from registers, not the stage) and then transposed every
+ * block at 16 bits, 16 Q8_0 rows of 8192 x 2048 took 1.12-1.18x the stored order's time from
+ * DRAM and 1.05-1.06x from L2 (512 rows; 1.23x and 1.15x through the stage), a group at a time
+ * 0.99-1.00x and 0.86-0.88x (one thread, session 36); Q4_0 files on the I16 kind ran 16-token
+ * prompts 1.09-1.18x as fast by groups as by panels (its 4 blocks from registers), 32-512 tokens
+ * 0.99-1.10x (tessera bench, alternating). The same panels, so the same bits. */
 static inline __attribute__((always_inline)) void q16_pack_group(uint32_t *P4, const uint8_t *W, int K, int n, int nv,
                                                                   int g, int q8) {
     const ts_dtype x16 = q8 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;

@@ -69,9 +69,9 @@ static inline __attribute__((always_inline)) __m256i ts_qblk_w8(ts_qblk q, ts_dt
 /* Blocks [b0, b0 + 4) of a row in 16-block lane order, b0 % 4 == 0 and all four inside the
  * row's whole groups, their scales and codes put back in block order: scales to sc (4 x 2
  * bytes), codes to co (block j at co + 16 j for Q4_0, co + 32 j for Q8_0). A few loads and
- * shuffles for the four, where reading each block through ts_qblk_at takes a gather: the I16
- * and I8 prefill packs stage each row's blocks so (their panels are rebuilt per call; a 2-row
- * prefill is mostly packing). The AMX packs read a lane-order row's whole groups by transposes
+ * shuffles for the four, where reading each block through ts_qblk_at takes a gather: the I8
+ * prefill packs stage each row's blocks so, and the I16 ones where they cannot take a whole
+ * group at a time (q16_pack_group, gemm_q_avx512.c). The AMX packs read a lane-order row's whole groups by transposes
  * (gemm_q_amx.c, pack_group_x16), its tail and stored rows block by block. */
 /* Q4_0: the 16 code bytes of blocks b0 + j in 128-bit lane j (lanes = blocks: 16 bytes of each
  * code vector, a 4 x 4 dword transpose) */
