@@ -78,30 +78,23 @@ static void prepare_x(uint8_t *h, uint8_t *l, float *dx, size_t lda, int dnb, co
  * 1.2 of it with the packing left out). Same tiles, so the same bits. */
 static void pack_group_x16(uint8_t *B, float *dw, const uint8_t *row0, size_t rb, int nrow, int g, int q8) {
     const size_t gb = 16 * (q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
-    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     const ts_dtype x16 = q8 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;
     const uint8_t *gp = row0 + (size_t)g * gb;
     __m512i r[16];
-    for (int i = 0; i < 16; i++) /* the scales, as floats (the transpose moves 32-bit words) */
-        r[i] = i < nrow ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gp + (size_t)i * rb))))
-                        : _mm512_setzero_si512();
-    ts_transpose16_epi32(r);
+    ts_x16_group_cols(gp, rb, nrow, -1, r);
     for (int L = 0; L < 16; L++)
         _mm512_storeu_si512(dw + (size_t)ts_x16_lane(x16, L) * 32, r[L]);
     for (int m = 0; m < (q8 ? 8 : 4); m++) {
-        for (int i = 0; i < 16; i++)
-            r[i] = i < nrow ? _mm512_loadu_si512(gp + (size_t)i * rb + 32 + 64 * m) : _mm512_setzero_si512();
-        ts_transpose16_epi32(r); /* r[L]: dword m of lane L's block in the 16 rows */
+        ts_x16_group_cols(gp, rb, nrow, m, r);
         for (int L = 0; L < 16; L++) {
             uint8_t *o = B + (size_t)ts_x16_lane(x16, L) * AMX_WBLK + 64 * m;
             if (q8) {
                 _mm512_store_si512(o, r[L]);
                 continue;
             }
-            /* Q4_0: positions 4m.. are low nibbles, 16 + 4m.. high ones; int8 code - 8 (ts_q4_w8) */
-            __m512i lo = _mm512_and_si512(r[L], m4), hi = _mm512_and_si512(_mm512_srli_epi16(r[L], 4), m4);
-            _mm512_store_si512(o, _mm512_sub_epi8(lo, eight));
-            _mm512_store_si512(o + 256, _mm512_sub_epi8(hi, eight));
+            /* Q4_0: positions 4m.. are low nibbles, 16 + 4m.. high ones */
+            _mm512_store_si512(o, ts_q4_w8_512(r[L], 0));
+            _mm512_store_si512(o + 256, ts_q4_w8_512(r[L], 1));
         }
     }
 }

@@ -891,11 +891,11 @@ static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0,
 }
 
 /* The four I16 panels of a whole group of lane-order rows at once (ts_panel_ops.pack_group): per
- * 16 rows, code vector m of the 16 rows by one 16 x 16 dword transpose gives dword m of every
+ * 16 rows, code vector m of the 16 rows by one 16 x 16 dword transpose (ts_x16_group_cols) gives dword m of every
  * block for the 16 rows (Q8_0: codes 4m..4m+3; Q4_0: those in the low nibbles, 16 + 4m.. in the
  * high ones), which widened to int16 are the block's pairs 2m and 2m + 1 (Q4_0: and 8 + 2m, 9 +
  * 2m; one vpermt2d each); the scale vectors likewise. Where a panel of 4 blocks at a time put
- * each row's blocks back first (ts_x16_q8_codes4: 8 lane permutes a row per panel, the group's
+ * each row's blocks back first (8 lane permutes a row per panel, as ts_x16_unlane4, the group's
  * code vectors read once per panel; from registers, not the stage) and then transposed every
  * block at 16 bits, 16 Q8_0 rows of 8192 x 2048 took 1.12-1.18x the stored order's time from
  * DRAM and 1.05-1.06x from L2 (512 rows; 1.23x and 1.15x through the stage), a group at a time
@@ -908,30 +908,23 @@ static inline __attribute__((always_inline)) void q16_pack_group(uint32_t *P4, c
     const size_t rb = ts_gemm_row_bytes(x16, K), gb = 16 * (q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     for (int h = 0; h < TS_PANEL_N; h += 16) {
         int nrow = nv - h < 0 ? 0 : (nv - h > 16 ? 16 : nv - h);
         const uint8_t *gp = W + (size_t)(n + h) * rb + (size_t)g * gb;
         __m512i r[16];
-        for (int i = 0; i < 16; i++) /* the scales, as floats */
-            r[i] = i < nrow ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(gp + (size_t)i * rb))))
-                            : _mm512_setzero_si512();
-        ts_transpose16_epi32(r); /* r[L]: the scale of lane L's block in the 16 rows */
+        ts_x16_group_cols(gp, rb, nrow, -1, r);
         for (int L = 0; L < 16; L++) {
             int b = ts_x16_lane(x16, L); /* lane L holds block b (the mapping is its own inverse) */
             float *d = (float *)(P4 + (size_t)(b / 4) * TS_PANEL_SLOT + Q16_KB / 2 * TS_PANEL_N);
             _mm512_store_si512(d + (size_t)(b % 4) * TS_PANEL_N + h, r[L]);
         }
         for (int m = 0; m < (q8 ? 8 : 4); m++) {
-            for (int i = 0; i < 16; i++)
-                r[i] = i < nrow ? _mm512_loadu_si512(gp + (size_t)i * rb + 32 + 64 * m) : _mm512_setzero_si512();
-            ts_transpose16_epi32(r); /* r[L]: dword m of lane L's block in the 16 rows */
+            ts_x16_group_cols(gp, rb, nrow, m, r);
             for (int L = 0; L < 16; L++) {
                 int b = ts_x16_lane(x16, L);
                 uint32_t *o = P4 + (size_t)(b / 4) * TS_PANEL_SLOT + (size_t)((b % 4) * (TS_QBLOCK / 2) + 2 * m) * TS_PANEL_N + h;
                 for (int e = 0; e < (q8 ? 1 : 2); e++) { /* Q4_0: the low nibbles (pairs 2m..), the high (8 + 2m..) */
-                    __m512i c = q8 ? r[L]
-                                   : _mm512_sub_epi8(_mm512_and_si512(e ? _mm512_srli_epi16(r[L], 4) : r[L], m4), eight);
+                    __m512i c = q8 ? r[L] : ts_q4_w8_512(r[L], e);
                     __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(c));       /* rows 0-7 */
                     __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(c, 1)); /* rows 8-15 */
                     _mm512_store_si512(o + (size_t)e * 8 * TS_PANEL_N, _mm512_permutex2var_epi32(lo, ev, hi));

@@ -10,6 +10,7 @@
 
 #include "io/dtype.h"
 #include "target/cpu/gemm.h"
+#include "target/cpu/transpose_avx512.h"
 
 /* the block's scale d_w, exactly */
 static inline float f16(const uint8_t *p) {
@@ -89,10 +90,15 @@ static inline __attribute__((always_inline)) const uint8_t *ts_x16_q4_scales4(co
     return row + (size_t)(b0 / 16) * 16 * (2 + TS_QBLOCK / 2) + 2 * (b0 % 16);
 }
 
-/* Q8_0: the codes of blocks b0 .. b0 + 3 in block order, blocks 0-1 in c[0], 2-3 in c[1] (32
- * bytes a block), and their F16 scales' addresses: block 4a + c of the group (a = (b0 % 16) / 4)
- * is in lane 4c + a, dwords a, 4 + a, 8 + a, 12 + a of each of the 8 code vectors. */
-static inline __attribute__((always_inline)) const uint8_t *ts_x16_q8_codes4(const uint8_t *row, int b0, __m512i c[2]) {
+static inline __attribute__((always_inline)) void ts_x16_unlane4(ts_dtype x16, const uint8_t *row, int b0, uint8_t *sc,
+                                                                 uint8_t *co) {
+    if (x16 == TS_DTYPE_Q4_0X16) {
+        _mm512_storeu_si512(co, ts_x16_q4_codes4(row, b0));
+        __builtin_memcpy(sc, ts_x16_q4_scales4(row, b0), 8);
+        return;
+    }
+    /* Q8_0: block 4a + c of the group (a = (b0 % 16) / 4) is in lane 4c + a: dwords a, 4 + a,
+     * 8 + a, 12 + a of each of the 8 code vectors */
     const uint8_t *g = row + (size_t)(b0 / 16) * 16 * (2 + TS_QBLOCK);
     int a = (b0 % 16) / 4;
     const __m512i pick = _mm512_add_epi32(_mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28),
@@ -106,23 +112,31 @@ static inline __attribute__((always_inline)) const uint8_t *ts_x16_q8_codes4(con
     __m512i z1 = _mm512_inserti64x4(_mm512_castsi256_si512(p[2]), p[3], 1);
     const __m512i o01 = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 1, 5, 9, 13, 17, 21, 25, 29);
     const __m512i o23 = _mm512_setr_epi32(2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31);
-    c[0] = _mm512_permutex2var_epi32(z0, o01, z1);
-    c[1] = _mm512_permutex2var_epi32(z0, o23, z1);
-    return g + 2 * a; /* block c's scale at + 8 c */
+    _mm512_storeu_si512(co, _mm512_permutex2var_epi32(z0, o01, z1));
+    _mm512_storeu_si512(co + 64, _mm512_permutex2var_epi32(z0, o23, z1));
+    for (int c = 0; c < 4; c++) __builtin_memcpy(sc + 2 * c, g + 2 * (4 * c + a), 2);
 }
 
-static inline __attribute__((always_inline)) void ts_x16_unlane4(ts_dtype x16, const uint8_t *row, int b0, uint8_t *sc,
-                                                                 uint8_t *co) {
-    if (x16 == TS_DTYPE_Q4_0X16) {
-        _mm512_storeu_si512(co, ts_x16_q4_codes4(row, b0));
-        __builtin_memcpy(sc, ts_x16_q4_scales4(row, b0), 8);
-        return;
+/* A whole 16-block group of 16 lane-order rows (nrow of them from gp, the group's first byte in
+ * the first row, rows rb apart; the others zero) by columns, as both whole-group packs (the AMX
+ * tiles', gemm_q_amx.c; the I16 panels', gemm_q_avx512.c) read it: m < 0 the scales as floats,
+ * r[L] the 16 rows' scale of lane L's block; else code vector m, r[L] dword m of lane L's block in
+ * the 16 rows (Q8_0: codes 4m..4m+3; Q4_0: those in the low nibbles, 16 + 4m.. in the high ones).
+ * One 16 x 16 dword transpose each. */
+static inline __attribute__((always_inline)) void ts_x16_group_cols(const uint8_t *gp, size_t rb, int nrow, int m,
+                                                                    __m512i r[16]) {
+    for (int i = 0; i < 16; i++) {
+        const uint8_t *p = gp + (size_t)i * rb;
+        r[i] = i >= nrow ? _mm512_setzero_si512()
+               : m < 0   ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)))
+                         : _mm512_loadu_si512(p + 32 + 64 * m);
     }
-    __m512i c[2];
-    const uint8_t *s8 = ts_x16_q8_codes4(row, b0, c);
-    _mm512_storeu_si512(co, c[0]);
-    _mm512_storeu_si512(co + 64, c[1]);
-    for (int j = 0; j < 4; j++) __builtin_memcpy(sc + 2 * j, s8 + 8 * j, 2);
+    ts_transpose16_epi32(r);
+}
+/* Q4_0 code bytes' low (high = 0) or high nibbles as int8 weights (code - 8), 64 at a time */
+static inline __attribute__((always_inline)) __m512i ts_q4_w8_512(__m512i v, int high) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    return _mm512_sub_epi8(_mm512_and_si512(high ? _mm512_srli_epi16(v, 4) : v, m4), _mm512_set1_epi8(8));
 }
 
 /* ts_qblk of blocks [b0, b0 + n) of a row (n <= 4, b0 % 4 == 0), four in lane order staged in
