@@ -214,15 +214,32 @@ typedef struct amx_pf {
     const char *line; /* the next line to request */
     size_t rb, left;  /* bytes between rows; lines left in the current row */
     size_t lines, total, done, want, per, rem, extra; /* lines a row, in all, requested, due */
-    int steps;
+    int steps, points; /* slices in all; per tile step (amx_pf_points) */
 } amx_pf;
 
-static void amx_pf_begin(amx_pf *p, const uint8_t *W, ts_dtype dt, int K, int r0, int nrows, int k0, int kc, int steps) {
+/* Slices of the requests per tile step: 4 where a tile step has more than 8 lines to request, 2
+ * above 5, else one. One slice per tile step issued a 16-row step's 17 lines (8192 x 2048 Q8_0)
+ * in one burst, and the W packs waited on DRAM much as if less had been requested: one thread
+ * from DRAM, 16 rows, 2.76-3.09 -> 2.55-2.95 ms in four slices (W in L2: 2.0), 2048 x 8192
+ * 2.55-2.82 -> 2.36-2.66, Q4_0 (9 lines) 2.21-2.31 -> 2.05-2.13 (two slices: 2.16-2.17); 12 rows
+ * alike; 32 rows (Q8_0 8.5 lines) 4.07-4.43 -> 3.93-4.11 in two or four; Q4_0 at 32 rows (4.5
+ * lines) and Q8_0 at 64 (4.25) no faster, up to 2-3% slower, in two. Whole model, Llama-3.2-1B
+ * Q8_0 over llama.cpp, both ways in the same rounds (tools/sbs_prefill.py, 3 rounds): 12 / 16 /
+ * 24 / 32 tokens 1.10 / 0.87 / 1.12 / 1.03 -> 1.14 / 0.96 / 1.23 / 1.09 (session 37). */
+static inline int amx_pf_points(size_t lines, int tile_steps) {
+    size_t per = lines / (size_t)tile_steps;
+    return per > 8 ? 4 : per > 5 ? 2 : 1;
+}
+
+static void amx_pf_begin(amx_pf *p, const uint8_t *W, ts_dtype dt, int K, int r0, int nrows, int k0, int kc,
+                         int tile_steps) {
     size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
     p->rb = rb, p->lines = ((size_t)(kc / TS_QBLOCK) * bb + 63) / 64, p->left = p->lines;
     p->line = (const char *)W + (size_t)r0 * rb + (size_t)(k0 / TS_QBLOCK) * bb;
     p->total = nrows > 0 ? (size_t)nrows * p->lines : 0, p->done = p->want = 0;
-    /* due after step i: floor(total * i / steps), kept by a quotient and a running remainder */
+    p->points = amx_pf_points(p->total, tile_steps);
+    /* due after slice i: floor(total * i / steps), kept by a quotient and a running remainder */
+    const int steps = tile_steps * p->points;
     p->steps = steps, p->per = p->total / (size_t)steps, p->extra = p->total % (size_t)steps, p->rem = 0;
 }
 
@@ -248,7 +265,7 @@ typedef struct amx_x {
 } amx_x;
 
 /* One step: W rows [n, n + nv) (nv <= 32) over K chunk [k0, k0 + kc), packed in B and dw,
- * against all S x rows, into y; per tile step a slice of pf (W lines two steps on) and of nx (the
+ * against all S x rows, into y; per tile step pf->points slices of pf (W lines two steps on) and of nx (the
  * next step's pack). *rows: the x rows the tiles are configured for (0: none yet). */
 static void amx_step(float *y, int ldy, const amx_x *x, const uint8_t *B, const float *dw, int32_t *C, int S, int n,
                      int nv, int k0, int kc, amx_pf *pf, amx_pack *nx, int *rows) {
@@ -276,15 +293,18 @@ static void amx_step(float *y, int ldy, const amx_x *x, const uint8_t *B, const 
                 _tile_zero(1);
                 _tile_zero(2);
                 _tile_zero(3);
+                if (pf->points == 4) amx_pf_slice(pf);
                 _tile_dpbssd(0, 4, 6);
                 _tile_dpbusd(1, 5, 6);
                 _tile_dpbssd(2, 4, 7);
                 _tile_dpbusd(3, 5, 7);
+                if (pf->points >= 2) amx_pf_slice(pf);
                 _tile_stored(0, c, 64);
                 _tile_stored(1, c + 256, 64);
                 _tile_stored(2, c + 512, 64);
                 _tile_stored(3, c + 768, 64);
                 amx_pack_slice(nx);
+                if (pf->points == 4) amx_pf_slice(pf);
             }
             scale_rows(y + (size_t)m0 * ldy + n, ldy, C, nblk, dw + (size_t)b0 * 32,
                        x->d + (size_t)m0 * x->dnb + (size_t)(xo / TS_QBLOCK) + b0, x->dnb, ms, nv, k0 + kb == 0);
