@@ -219,7 +219,9 @@ typedef struct amx_pf {
 
 /* Slices of the requests per tile step: 4 where a tile step has more than 8 lines to request, 2
  * above 5, else one. One slice per tile step issued a 16-row step's 17 lines (8192 x 2048 Q8_0)
- * in one burst, and the W packs waited on DRAM much as if less had been requested: one thread
+ * in one burst, and the packs still waited on DRAM (probably: each request holds one of the
+ * core's few L1 miss buffers until its line arrives, so the pack's own loads queued behind a
+ * burst; the tiles and the pack took about the sum of their times alone). One thread
  * from DRAM, 16 rows, 2.76-3.09 -> 2.55-2.95 ms in four slices (W in L2: 2.0), 2048 x 8192
  * 2.55-2.82 -> 2.36-2.66, Q4_0 (9 lines) 2.21-2.31 -> 2.05-2.13 (two slices: 2.16-2.17); 12 rows
  * alike; 32 rows (Q8_0 8.5 lines) 4.07-4.43 -> 3.93-4.11 in two or four; Q4_0 at 32 rows (4.5
@@ -265,8 +267,9 @@ typedef struct amx_x {
 } amx_x;
 
 /* One step: W rows [n, n + nv) (nv <= 32) over K chunk [k0, k0 + kc), packed in B and dw,
- * against all S x rows, into y; per tile step pf->points slices of pf (W lines two steps on) and of nx (the
- * next step's pack). *rows: the x rows the tiles are configured for (0: none yet). */
+ * against all S x rows, into y; per tile step pf->points slices of pf (W lines two steps on)
+ * and one of nx (the next step's pack). *rows: the x rows the tiles are configured for (0: none
+ * yet). */
 static void amx_step(float *y, int ldy, const amx_x *x, const uint8_t *B, const float *dw, int32_t *C, int S, int n,
                      int nv, int k0, int kc, amx_pf *pf, amx_pack *nx, int *rows) {
     const size_t xo = (size_t)(k0 - x->k0);
