@@ -223,9 +223,9 @@ typedef struct amx_pf {
  * holds one of the core's few L1 miss buffers until its line arrives, so the pack's own loads
  * queued behind a burst; the tiles and the pack took about the sum of their times alone). One
  * thread from DRAM, 16 rows, 2.76-3.09 -> 2.55-2.95 ms in four slices (W in L2: 2.0), 2048 x
- * 8192 2.55-2.82 -> 2.36-2.66, Q4_0 (9 lines) 2.21-2.31 -> 2.05-2.13 (two slices: 2.16-2.17); 12
+ * 8192 2.55-2.82 -> 2.36-2.66, Q4_0 (9 lines) 2.21-2.31 -> 2.05-2.13 (two slices: 2.16-2.18); 12
  * rows alike; 32 rows (Q8_0: 8 lines) 4.07-4.43 -> 3.93-4.00 in two slices (four: 3.81-4.11);
- * Q4_0 at 32 rows (4 lines) and Q8_0 at 64 (4) no faster, up to 2-3% slower, in two. Whole
+ * Q4_0 at 32 rows (4 lines) and Q8_0 at 64 (4) no faster, up to 4% slower, in two. Whole
  * model, Llama-3.2-1B Q8_0 over llama.cpp, both ways in the same rounds (tools/sbs_prefill.py,
  * 3 rounds): 12 / 16 / 24 / 32 tokens 1.10 / 0.87 / 1.12 / 1.03 -> 1.14 / 0.96 / 1.23 / 1.09
  * (session 37). */

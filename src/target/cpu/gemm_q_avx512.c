@@ -891,8 +891,8 @@ static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0,
 }
 
 /* The four I16 panels of a whole group of lane-order rows at once (ts_panel_ops.pack_group): per
- * 16 rows, code vector m of the 16 rows by one 16 x 16 dword transpose (ts_x16_group_cols) gives dword m of every
- * block for the 16 rows (Q8_0: codes 4m..4m+3; Q4_0: those in the low nibbles, 16 + 4m.. in the
+ * 16 rows, code vector m of the 16 rows by one 16 x 16 dword transpose (ts_x16_group_cols)
+ * gives dword m of every block for the 16 rows (Q8_0: codes 4m..4m+3; Q4_0: those in the low nibbles, 16 + 4m.. in the
  * high ones), which widened to int16 are the block's pairs 2m and 2m + 1 (Q4_0: and 8 + 2m, 9 +
  * 2m; one vpermt2d each); the scale vectors likewise. Where a panel of 4 blocks at a time put
  * each row's blocks back first (8 lane permutes a row per panel, as ts_x16_unlane4, the group's
