@@ -280,6 +280,79 @@ static void check_amx_bits(ts_dtype dt, const uint8_t *w, const uint8_t *r, int 
     free(xp), free(x), free(a), free(b);
 }
 
+/* Q8_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16; chosen only where AMX runs): the layout round-trips
+ * group by group and row by row, and the decode, the batched decode and every prefill kind (AMX:
+ * its tiles as they lie; the others through each group put back) give the stored rows' bits, for
+ * all rows and for shares that start and end inside a 16-row group or leave a lone last group. */
+static void check_t16(void) {
+    static const struct {
+        int N, K;
+    } shapes[] = {{2048, 2048}, {1024, 3072}, {16, 512}, {48, 1024}, {64, 8192}, {80, 4608}};
+    static const int Ss[] = {1, 2, 3, 5, 8, 13, 16, 17, 32, 40, 128, 300};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        int N = shapes[i].N, K = shapes[i].K;
+        size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+        CHECK(ts_gemm_row_bytes(TS_DTYPE_Q8_0T16, K) == rb, "row bytes differ");
+        uint8_t *w = random_q(TS_DTYPE_Q8_0, N, K), *t = malloc(rb * (size_t)N), *back = malloc(16 * rb);
+        ts_t16_repack_groups(t, w, K, 0, N / 16);
+        int groups_ok = 1, rows_ok = 1;
+        float *a = malloc(sizeof(float) * K), *b = malloc(sizeof(float) * K);
+        for (int g = 0; g < N / 16; g++) {
+            ts_t16_group_stored(t, K, g, back);
+            groups_ok &= !memcmp(back, w + (size_t)g * 16 * rb, 16 * rb);
+        }
+        for (int n = 0; n < N; n++) {
+            ts_t16_row_to_f32(t, K, n, a);
+            ts_dtype_to_f32(TS_DTYPE_Q8_0, w, (size_t)n * K, (size_t)K, b);
+            rows_ok &= !memcmp(a, b, sizeof(float) * K);
+        }
+        CHECK(groups_ok, "N=%d K=%d: a group of the tile order is not the stored rows", N, K);
+        CHECK(rows_ok, "N=%d K=%d: a row of the tile order dequantizes differently", N, K);
+        free(a), free(b), free(back);
+        int same_all = 1;
+        for (size_t si = 0; si < sizeof Ss / sizeof Ss[0]; si++) {
+            int S = Ss[si];
+            if ((N >= 1024 && S != 1 && S != 2 && S != 17) || (S == 300 && N != 80)) continue; /* big shapes: three S */
+            float *xp = malloc(sizeof(float) * (size_t)S * K), *x = malloc(sizeof(float) * K);
+            float *y0 = malloc(sizeof(float) * (size_t)S * N), *y1 = malloc(sizeof(float) * (size_t)S * N);
+            for (int s = 0; s < S; s++) {
+                for (int k = 0; k < K; k++) x[k] = frand() * (k % 256 == 7 ? 30.0f : 1.0f);
+                ts_cpu_pack_row(xp + (size_t)s * K, x, K);
+            }
+            ts_gemm_tile tl = ts_cpu_gemm_default_tile(S, N, K);
+            /* all rows; a share inside groups at both ends; the last 16 rows alone (a lone group) */
+            const int cuts[3][2] = {{0, N}, {N > 16 ? 5 : 3, N - 3}, {N - 16, N}};
+            for (int c = 0; c < 3; c++) {
+                int a0 = cuts[c][0], a1 = cuts[c][1];
+                for (int kind = -1; kind < (S >= 2 ? TS_Q_PREFILL_COUNT : 0); kind++) {
+                    for (size_t e = 0; e < (size_t)S * N; e++) y0[e] = y1[e] = -7.0f;
+                    if (kind < 0) { /* the variant's path: decode, or the batched decode for S > 1 */
+                        ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, TS_DTYPE_Q8_0, K, S, a0, a1, tl);
+                        ts_cpu_gemv_batch_q_avx512(y1, N, xp, K, t, TS_DTYPE_Q8_0T16, K, S, a0, a1, tl);
+                    } else {
+                        ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)kind, y0, N, xp, K, w, TS_DTYPE_Q8_0, K, S, a0, a1);
+                        ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)kind, y1, N, xp, K, t, TS_DTYPE_Q8_0T16, K, S, a0, a1);
+                    }
+                    int same = !memcmp(y0, y1, sizeof(float) * (size_t)S * N), kept = 1;
+                    for (int s = 0; s < S; s++)
+                        for (int n = 0; n < N; n++)
+                            if (n < a0 || n >= a1) kept &= y1[(size_t)s * N + n] == -7.0f;
+                    CHECK(same, "N=%d K=%d S=%d rows [%d,%d) %s: tile order differs from stored", N, K, S, a0, a1,
+                          kind < 0 ? (S == 1 ? "decode" : "batched decode") : ts_q_prefill_name((ts_q_prefill)kind));
+                    CHECK(kept, "N=%d K=%d S=%d rows [%d,%d) %s: tile order wrote outside its rows", N, K, S, a0, a1,
+                          kind < 0 ? "decode" : ts_q_prefill_name((ts_q_prefill)kind));
+                    same_all &= same && kept;
+                }
+            }
+            free(xp), free(x), free(y0), free(y1);
+        }
+        printf("  avx512 q8_0 in tile order N=%-5d K=%-5d: groups %s, rows %s, decode and every kernel %s\n", N, K,
+               groups_ok ? "round-trip" : "DIFFER", rows_ok ? "dequantize alike" : "DIFFER",
+               same_all ? "bit-identical to stored" : "DIFFER");
+        free(w), free(t);
+    }
+}
+
 /* `test_cpu_gemm_q amx`: the AMX prefill (a ctest of its own, skipped where AMX is not
  * usable). Bit-identical to I16 at the shapes check_prefill uses and more S (one and several
  * 16-row tiles, K past one prepared chunk, K blocks cut short, column windows cut inside a
@@ -293,6 +366,7 @@ static int amx_main(void) {
         th_isa_gap("AMX-INT8 (or the kernel's permission)", "AMX prefill kernel");
         return th_finish("test_cpu_gemm_q amx");
     }
+    check_t16();
     static const ts_dtype dts[] = {TS_DTYPE_Q8_0, TS_DTYPE_Q4_0};
     static const struct {
         int N, K;

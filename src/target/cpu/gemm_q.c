@@ -216,6 +216,57 @@ int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
     return dt == TS_DTYPE_Q4_0 || (e && !strcmp(e, "lanes")) || k == TS_Q_PREFILL_AMX || k == TS_Q_PREFILL_I16;
 }
 
+/* ---- Q8_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16) ---- */
+
+/* Only where asked (TESSERA_Q_LAYOUT=tiles) and the prefill runs AMX, for Q8_0 matrices of whole
+ * 16-row groups and whole 16-block groups (the decode on it gives the lane order's bits, whose
+ * blocks past the last whole group are stored apart). Not the default yet: measured against the
+ * lane order in docs/performance.md (session 38). */
+int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K) {
+    const char *e = getenv("TESSERA_Q_LAYOUT");
+    if (dt != TS_DTYPE_Q8_0 || !e || strcmp(e, "tiles") || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
+    return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() == TS_Q_PREFILL_AMX;
+}
+
+void ts_t16_repack_groups(uint8_t *dst, const uint8_t *src, int K, int64_t g0, int64_t g1) {
+    const int nb = K / TS_QBLOCK;
+    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K), bb = 2 + TS_QBLOCK;
+    for (int64_t g = g0; g < g1; g++)
+        for (int b = 0; b < nb; b++) {
+            uint8_t *o = dst + (size_t)g * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK;
+            for (int j = 0; j < 16; j++) {
+                const uint8_t *blk = src + (size_t)(16 * g + j) * rb + (size_t)b * bb;
+                memcpy(o + 2 * j, blk, 2);
+                for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(o + 32 + 64 * m + 4 * j, blk + 2 + 4 * m, 4);
+            }
+        }
+}
+
+void ts_t16_group_stored(const uint8_t *W, int K, int64_t g, uint8_t *out) {
+    const int nb = K / TS_QBLOCK;
+    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K), bb = 2 + TS_QBLOCK;
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = W + (size_t)g * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK;
+        for (int j = 0; j < 16; j++) {
+            uint8_t *blk = out + (size_t)j * rb + (size_t)b * bb;
+            memcpy(blk, p + 2 * j, 2);
+            for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(blk + 2 + 4 * m, p + 32 + 64 * m + 4 * j, 4);
+        }
+    }
+}
+
+void ts_t16_row_to_f32(const uint8_t *W, int K, int64_t n, float *out) {
+    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    const int j = (int)(n % 16);
+    uint8_t blk[2 + TS_QBLOCK];
+    for (int b = 0; b < K / TS_QBLOCK; b++) {
+        const uint8_t *p = W + (size_t)(n / 16) * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK;
+        memcpy(blk, p + 2 * j, 2);
+        for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(blk + 2 + 4 * m, p + 32 + 64 * m + 4 * j, 4);
+        ts_dtype_to_f32(TS_DTYPE_Q8_0, blk, 0, TS_QBLOCK, out + (size_t)b * TS_QBLOCK);
+    }
+}
+
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v) {
     if (v >= TS_CPU_AVX512BF16 && ts_cpu_features_get()->avx512vnni) {
         (void)ts_cpu_avx512_q_prefill(); /* chosen here, at session creation, before any thread runs a GEMM */

@@ -175,12 +175,11 @@ static void amx_pack_rest(amx_pack *p) {
 }
 
 /* The int32 sums of nblk blocks (4 tiles each, as stored) scaled and summed into y rows
- * [0, ms) x columns [0, nv) in I16's order (d_x rows dnb apart); first: y = the sum, else y + the
+ * [0, ms) x the columns whose bits are set in cols (bit c: column c of 32) in I16's order (d_x rows dnb apart); first: y = the sum, else y + the
  * sum. */
 static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, const float *dw, const float *dx, int dnb,
-                              int ms, int nv, int first) {
-    __mmask16 m0 = nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1);
-    __mmask16 m1 = nv >= 32 ? 0xffff : nv <= 16 ? 0 : (__mmask16)((1u << (nv - 16)) - 1);
+                              int ms, uint32_t cols, int first) {
+    const __mmask16 m0 = (__mmask16)cols, m1 = (__mmask16)(cols >> 16);
     for (int m = 0; m < ms; m++) {
         __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
         for (int b = 0; b < nblk; b++) {
@@ -234,16 +233,20 @@ static inline int amx_pf_points(size_t total, int tile_steps) {
     return per > 8 ? 4 : per > 5 ? 2 : 1;
 }
 
-static void amx_pf_begin(amx_pf *p, const uint8_t *W, ts_dtype dt, int K, int r0, int nrows, int k0, int kc,
-                         int tile_steps) {
-    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
-    p->rb = rb, p->lines = ((size_t)(kc / TS_QBLOCK) * bb + 63) / 64, p->left = p->lines;
-    p->line = (const char *)W + (size_t)r0 * rb + (size_t)(k0 / TS_QBLOCK) * bb;
+/* nrows runs of `lines` lines from `line`, rb bytes apart, over tile_steps tile steps */
+static void amx_pf_init(amx_pf *p, const void *line, size_t rb, size_t lines, int nrows, int tile_steps) {
+    p->rb = rb, p->lines = lines, p->left = p->lines, p->line = line;
     p->total = nrows > 0 ? (size_t)nrows * p->lines : 0, p->done = p->want = 0;
     p->points = amx_pf_points(p->total, tile_steps);
     /* due after slice i: floor(total * i / steps), kept by a quotient and a running remainder */
     const int steps = tile_steps * p->points;
     p->steps = steps, p->per = p->total / (size_t)steps, p->extra = p->total % (size_t)steps, p->rem = 0;
+}
+static void amx_pf_begin(amx_pf *p, const uint8_t *W, ts_dtype dt, int K, int r0, int nrows, int k0, int kc,
+                         int tile_steps) {
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
+    amx_pf_init(p, W + (size_t)r0 * rb + (size_t)(k0 / TS_QBLOCK) * bb, rb, ((size_t)(kc / TS_QBLOCK) * bb + 63) / 64,
+                nrows, tile_steps);
 }
 
 /* No division per request or per step: computing each line's row and column by a division
@@ -267,12 +270,20 @@ typedef struct amx_x {
     int dnb, k0;
 } amx_x;
 
-/* One step: W rows [n, n + nv) (nv <= 32) over K chunk [k0, k0 + kc), packed in B and dw,
- * against all S x rows, into y; per tile step pf->points slices of pf (W lines two steps on)
- * and one of nx (the next step's pack). *rows: the x rows the tiles are configured for (0: none
- * yet). */
-static void amx_step(float *y, int ldy, const amx_x *x, const uint8_t *B, const float *dw, int32_t *C, int S, int n,
-                     int nv, int k0, int kc, amx_pf *pf, amx_pack *nx, int *rows) {
+/* A step's W tiles: block i of the step's K chunk has rows 0-15 at b0 + i * bs, rows 16-31 at
+ * b1 + i * bs (64 bytes a tile row); its 32 scales at dw + 32 i. */
+typedef struct amx_w {
+    const uint8_t *b0, *b1;
+    size_t bs;
+    const float *dw;
+} amx_w;
+
+/* One step: W rows [n, n + 32) over K chunk [k0, k0 + kc), tiles in w, against all S x rows,
+ * into y's columns n + c for the bits c of cols; per tile step pf->points slices of pf (W lines
+ * two steps on) and one of nx (the next step's pack). *rows: the x rows the tiles are configured
+ * for (0: none yet). */
+static void amx_step(float *y, int ldy, const amx_x *x, amx_w w, int32_t *C, int S, int n, uint32_t cols, int k0,
+                     int kc, amx_pf *pf, amx_pack *nx, int *rows) {
     const size_t xo = (size_t)(k0 - x->k0);
     /* the short last row tile first when the tiles are configured for it (from the step before),
      * so a step with S % 16 rows left over reconfigures once, not twice (the order of the row
@@ -291,8 +302,8 @@ static void amx_step(float *y, int ldy, const amx_x *x, const uint8_t *B, const 
                 amx_pf_slice(pf);
                 _tile_loadd(4, xh + (size_t)kb + (size_t)b * TS_QBLOCK, x->lda);
                 _tile_loadd(5, xl + (size_t)kb + (size_t)b * TS_QBLOCK, x->lda);
-                _tile_loadd(6, B + (size_t)(b0 + b) * AMX_WBLK, 64);
-                _tile_loadd(7, B + (size_t)(b0 + b) * AMX_WBLK + AMX_WBLK / 2, 64);
+                _tile_loadd(6, w.b0 + (size_t)(b0 + b) * w.bs, 64);
+                _tile_loadd(7, w.b1 + (size_t)(b0 + b) * w.bs, 64);
                 _tile_zero(0);
                 _tile_zero(1);
                 _tile_zero(2);
@@ -310,8 +321,8 @@ static void amx_step(float *y, int ldy, const amx_x *x, const uint8_t *B, const 
                 amx_pack_slice(nx);
                 if (pf->points == 4) amx_pf_slice(pf);
             }
-            scale_rows(y + (size_t)m0 * ldy + n, ldy, C, nblk, dw + (size_t)b0 * 32,
-                       x->d + (size_t)m0 * x->dnb + (size_t)(xo / TS_QBLOCK) + b0, x->dnb, ms, nv, k0 + kb == 0);
+            scale_rows(y + (size_t)m0 * ldy + n, ldy, C, nblk, w.dw + (size_t)b0 * 32,
+                       x->d + (size_t)m0 * x->dnb + (size_t)(xo / TS_QBLOCK) + b0, x->dnb, ms, cols, k0 + kb == 0);
         }
     }
 }
@@ -384,10 +395,80 @@ void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *
         amx_pf_begin(&pf, W, dt, K, pa.n, pa.nv, pa.k0, pa.kc, steps);
         amx_pack np = amx_pack_of(B[(i + 1) & 1], dw[(i + 1) & 1], W, dt, K, nx.n, nx.nv, nx.k0 / TS_QBLOCK, nx.kc / TS_QBLOCK);
         np.steps = steps;
-        amx_step(y, ldy, &x, B[i & 1], dw[i & 1], C, S, cur.n, cur.nv, cur.k0, cur.kc, &pf, &np, &rows);
+        amx_w w = {B[i & 1], B[i & 1] + AMX_WBLK / 2, AMX_WBLK, dw[i & 1]};
+        uint32_t cols = cur.nv >= 32 ? 0xffffffffu : (1u << cur.nv) - 1;
+        amx_step(y, ldy, &x, w, C, S, cur.n, cols, cur.k0, cur.kc, &pf, &np, &rows);
         amx_pack_rest(&np);
         cur = nx;
     }
     _tile_release(); /* the tile state back to its init state: smaller context switches */
     free(x.h);
+}
+
+/* ---- Tile-order Q8_0 (gemm.h, TS_DTYPE_Q8_0T16): the tiles load W from the matrix ----
+ * The same steps and arithmetic as above (so I16's bits), with no pack: a step is the two 16-row
+ * groups of a 32-row block over one K chunk, its B tiles the groups' blocks as they lie, and
+ * the scales of the chunk converted to FP32 before it. One 8192 x 2048 matrix, one thread, W from
+ * DRAM (a scratch copy, session 38): 16 rows 2.85 -> 2.25 ms against the lane order's packs, 8
+ * rows 2.42 -> 1.89, 4 rows 2.27 -> 1.73, 32 rows 4.13 -> 3.42; 2048 x 8192 at 16 rows 2.69 -> 2.40.
+ * x goes whole (AMX_WHOLE_X) or in passes of that many rows, each over all of W. */
+static void t16_scales(float *dw, const uint8_t *g0, const uint8_t *g1, int nblk) {
+    for (int b = 0; b < nblk; b++) {
+        _mm512_store_ps(dw + 32 * b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g0 + (size_t)b * TS_T16_GROUP_BLOCK))));
+        _mm512_store_ps(dw + 32 * b + 16,
+                        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g1 + (size_t)b * TS_T16_GROUP_BLOCK))));
+    }
+}
+
+int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const void *Wv, int K, int S, int n0, int n1) {
+    if (n0 >= n1 || S < 1) return 1;
+    if (!ts_cpu_amx_usable()) return 0;
+    const uint8_t *W = Wv;
+    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    const int nb = K / TS_QBLOCK, nchunks = (K + AMX_KC - 1) / AMX_KC;
+    const int SP = (long)S * K <= AMX_WHOLE_X ? S : (AMX_WHOLE_X / K) / 16 * 16 > 16 ? (AMX_WHOLE_X / K) / 16 * 16 : 16;
+    amx_x x = {.lda = (size_t)K + 64, .dnb = nb};
+    size_t xbytes = ((size_t)SP * (2 * x.lda + sizeof(float) * (size_t)x.dnb) + 63) & ~(size_t)63;
+    x.h = aligned_alloc(64, xbytes);
+    if (!x.h) return 0;
+    x.l = x.h + (size_t)SP * x.lda;
+    x.d = (float *)(x.l + (size_t)SP * x.lda);
+    float dw[AMX_NB * 32] __attribute__((aligned(64)));
+    int32_t C[AMX_KB / TS_QBLOCK * 4 * 256] __attribute__((aligned(64)));
+    const int64_t glo = n0 / 16, ghi = (n1 + 15) / 16, nblocks = (ghi - glo + 1) / 2;
+    amx_pack none = {0};
+    int rows = 0;
+    for (int s0 = 0; s0 < S; s0 += SP) {
+        const int ss = S - s0 < SP ? S - s0 : SP, tiles = (ss + 15) / 16;
+        const float *xs = xp + (size_t)s0 * ldx;
+        float *ys = y + (size_t)s0 * ldy;
+        for (int k0 = 0; k0 < K; k0 += AMX_KC)
+            prepare_x(x.h + k0, x.l + k0, x.d + k0 / TS_QBLOCK, x.lda, x.dnb, xs, ldx, ss, k0,
+                      K - k0 < AMX_KC ? K - k0 : AMX_KC);
+        /* step i: row block i / nchunks (groups glo + 2 (i / nchunks) and the next), chunk i % nchunks */
+        for (int64_t i = 0; i < nblocks * nchunks; i++) {
+            const int64_t g = glo + 2 * (i / nchunks);
+            const int k0 = (int)(i % nchunks) * AMX_KC, kc = K - k0 < AMX_KC ? K - k0 : AMX_KC, nblk = kc / TS_QBLOCK;
+            const uint8_t *g0 = W + (size_t)g * gbytes + (size_t)(k0 / TS_QBLOCK) * TS_T16_GROUP_BLOCK;
+            const uint8_t *g1 = g + 1 < ghi ? g0 + gbytes : g0; /* a lone last group: its tiles twice, half kept */
+            const int64_t base = 16 * g;
+            const int lo = (int)((n0 > base ? n0 : base) - base), hi = (int)((n1 < base + 32 ? n1 : base + 32) - base);
+            const uint32_t cols = (hi >= 32 ? 0xffffffffu : (1u << hi) - 1) & ~((1u << lo) - 1);
+            /* the lines of step i + 2: its groups' bytes of its chunk, one run per group */
+            amx_pf pf;
+            const int64_t pi = i + 2, pg = glo + 2 * (pi / nchunks);
+            const int pk0 = (int)(pi % nchunks) * AMX_KC, pkc = K - pk0 < AMX_KC ? K - pk0 : AMX_KC;
+            const int pn = pi >= nblocks * nchunks ? 0 : pg + 1 < ghi ? 2 : 1;
+            amx_pf_init(&pf, pn ? W + (size_t)pg * gbytes + (size_t)(pk0 / TS_QBLOCK) * TS_T16_GROUP_BLOCK : W, gbytes,
+                        (size_t)(pkc / TS_QBLOCK) * TS_T16_GROUP_BLOCK / 64, pn, tiles * nblk);
+            t16_scales(dw, g0, g1, nblk);
+            amx_w w = {g0 + 32, g1 + 32, TS_T16_GROUP_BLOCK, dw};
+            amx_x xk = x;
+            xk.k0 = 0;
+            amx_step(ys, ldy, &xk, w, C, ss, (int)base, cols, k0, kc, &pf, &none, &rows);
+        }
+    }
+    _tile_release();
+    free(x.h);
+    return 1;
 }

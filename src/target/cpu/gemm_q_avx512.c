@@ -802,8 +802,126 @@ static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, cons
 #undef QG_BATCH
 }
 
+/* ---- Decode on tile-order Q8_0 (gemm.h, TS_DTYPE_Q8_0T16) ----
+ * 16 rows at once, lane = row: per block, each code vector (dword m of the 16 rows) against x's
+ * dword m broadcast, in the lane order's two chains (high bytes of x against the codes flipped
+ * to unsigned, low bytes against the codes, the low chain from the correction term), so each
+ * block's int32 sum is exact, as there. The FP32 steps are the lane order's too: a row's block j
+ * of each group goes to the accumulator of the lane that holds block j there (ts_x16_lane), with
+ * the same fma of sum * (d_w * d_x) group after group, and the 16 accumulators are summed in
+ * _mm512_reduce_add_ps's tree (GCC's: lanes i and i + 8, then i and i + 4, then 0 + 2 and 1 + 3,
+ * then those two): every row has the lane order's bits, which are the stored order's
+ * (test_cpu_gemm_q compares all three). Requests: each 64-byte line 2 KiB ahead into L1 and 4
+ * KiB into L2, the lane order's pair on the Intel Xeon with AMX (where this layout is chosen):
+ * from DRAM on two threads it read 30.2 / 32.1 GB/s against the lane order's 29.0 / 32.5 at K =
+ * 2048, 29.0-30.4 vs 27.7-29.3 at K = 8192 (scratch copy, session 38). */
+typedef struct t16x {
+    const uint8_t *hi, *lo;
+    const int32_t *ncorr;
+    const float *d;
+} t16x;
+
+static void t16_prepare(uint8_t *hi, uint8_t *lo, int32_t *ncorr, ts_gemm_qx qx, int nb) {
+    const __m512i ones = _mm512_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        __m512i v = _mm512_loadu_si512(qx.q + (size_t)b * TS_QBLOCK), h = _mm512_srai_epi16(v, 8);
+        _mm256_storeu_si256((__m256i *)(hi + (size_t)b * TS_QBLOCK), _mm512_cvtepi16_epi8(h));
+        _mm256_storeu_si256((__m256i *)(lo + (size_t)b * TS_QBLOCK), _mm512_cvtepi16_epi8(v));
+        ncorr[b] = -32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(h, ones));
+    }
+}
+
+/* blocks b + 4q .. b + 4q + 3 (q a constant: j = 4q + u of the group) of one 16-row group, whose
+ * block b starts at p */
+static inline __attribute__((always_inline)) void t16_quarter(__m512 acc[16], const uint8_t *p, int b, int q,
+                                                              const t16x *x) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const uint8_t *r = p + (size_t)(4 * q) * TS_T16_GROUP_BLOCK;
+    for (int l = 0; l < 4 * TS_T16_GROUP_BLOCK / 64; l++)
+        __builtin_prefetch(r + 2048 + 64 * l, 0, 3), __builtin_prefetch(r + 4096 + 64 * l, 0, 2);
+    __m512i ih[4], il[4];
+    for (int u = 0; u < 4; u++) ih[u] = _mm512_setzero_si512(), il[u] = _mm512_set1_epi32(x->ncorr[b + 4 * q + u]);
+    for (int m = 0; m < TS_QBLOCK / 4; m++)
+        for (int u = 0; u < 4; u++) {
+            const size_t k = (size_t)(b + 4 * q + u) * TS_QBLOCK + 4 * (size_t)m;
+            __m512i w = _mm512_loadu_si512(r + (size_t)u * TS_T16_GROUP_BLOCK + 32 + 64 * m);
+            int32_t h, lo;
+            memcpy(&h, x->hi + k, 4), memcpy(&lo, x->lo + k, 4);
+            ih[u] = _mm512_dpbusd_epi32(ih[u], _mm512_xor_si512(w, flip), _mm512_set1_epi32(h));
+            il[u] = _mm512_dpbusd_epi32(il[u], _mm512_set1_epi32(lo), w);
+        }
+    for (int u = 0; u < 4; u++) {
+        const int j = 4 * q + u, lane = 4 * (j % 4) + j / 4; /* ts_x16_lane for Q8_0 */
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + (size_t)u * TS_T16_GROUP_BLOCK)));
+        __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[u], 8), il[u]);
+        acc[lane] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b + j])), acc[lane]);
+    }
+}
+
+static inline void t16_group(float *y16, const uint8_t *G, int nb, const t16x *x) {
+    __m512 acc[16];
+    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b += QG) {
+        const uint8_t *p = G + (size_t)b * TS_T16_GROUP_BLOCK;
+        t16_quarter(acc, p, b, 0, x);
+        t16_quarter(acc, p, b, 1, x);
+        t16_quarter(acc, p, b, 2, x);
+        t16_quarter(acc, p, b, 3, x);
+    }
+    for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
+    for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
+    _mm512_storeu_ps(y16, _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+}
+
+static void gemv_rows_t16(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
+    const int nb = K / TS_QBLOCK;
+    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    uint8_t sbuf[2 * TS_GEMM_QX_MAX] __attribute__((aligned(64)));
+    int32_t sncorr[TS_GEMM_QX_MAX / TS_QBLOCK];
+    uint8_t *buf = sbuf;
+    int32_t *ncorr = sncorr;
+    void *heap = NULL;
+    if (K > TS_GEMM_QX_MAX) {
+        heap = malloc(2 * (size_t)K + sizeof(int32_t) * (size_t)nb);
+        if (!heap) return; /* as ts_cpu_gemm_q_decode */
+        buf = heap, ncorr = (int32_t *)(buf + 2 * (size_t)K);
+    }
+    t16_prepare(buf, buf + K, ncorr, qx, nb);
+    const t16x x = {buf, buf + K, ncorr, qx.d};
+    for (int g = n0 / 16; 16 * g < n1; g++) {
+        const uint8_t *G = W + (size_t)g * gbytes;
+        if (16 * g >= n0 && 16 * g + 16 <= n1) {
+            t16_group(y + 16 * g, G, nb, &x);
+            continue;
+        }
+        float t[16]; /* a share that starts or ends inside the group: its rows only */
+        t16_group(t, G, nb, &x);
+        for (int j = 0; j < 16; j++)
+            if (16 * g + j >= n0 && 16 * g + j < n1) y[16 * g + j] = t[j];
+    }
+    free(heap);
+}
+
+/* What has no tile-order kernel (the batched decode, the prefill kinds other than AMX, AMX
+ * without its memory) runs on each 16-row group put back in stored order: the stored rows' bits,
+ * which the tile order's own kernels give too. batch: the batched decode, else prefill kind k. */
+static void t16_by_groups(int batch, ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const uint8_t *W,
+                          int K, int S, int n0, int n1) {
+    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    uint8_t *buf = malloc(16 * rb);
+    if (!buf) return; /* cannot happen for a model that loaded; outputs stay as they were */
+    for (int g = n0 / 16; 16 * g < n1; g++) {
+        int a = (n0 > 16 * g ? n0 : 16 * g) - 16 * g, b = (n1 < 16 * g + 16 ? n1 : 16 * g + 16) - 16 * g;
+        ts_t16_group_stored(W, K, g, buf);
+        if (batch) ts_cpu_gemv_batch_q_avx512(y + 16 * g, ldy, xp, ldx, buf, TS_DTYPE_Q8_0, K, S, a, b, (ts_gemm_tile){0});
+        else ts_cpu_gemm_q_prefill_avx512(k, y + 16 * g, ldy, xp, ldx, buf, TS_DTYPE_Q8_0, K, S, a, b);
+    }
+    free(buf);
+}
+
 static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
-    if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0, 0);
+    if (dt == TS_DTYPE_Q8_0T16) gemv_rows_t16(y, qx, W, K, n0, n1);
+    else if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0, 0);
     else if (dt == TS_DTYPE_Q8_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0X16, 0);
     else if (dt == TS_DTYPE_Q4_0X16 && ts_cpu_q_gfni()) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16, 1);
     else if (dt == TS_DTYPE_Q4_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16, 0);
@@ -813,6 +931,10 @@ static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, in
 void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                                 int n0, int n1, ts_gemm_tile tile) {
     (void)tile;
+    if (dt == TS_DTYPE_Q8_0T16 && S > 1) {
+        t16_by_groups(1, TS_Q_PREFILL_I16, y, ldy, xp, ldx, W, K, S, n0, n1);
+        return;
+    }
     /* one row: the single decode's kernel, the same bits (its accumulator stays in a register;
      * the batch kernel's per-row array cost a batch of one 10-25% per GEMV, Qwen3-0.6B Q4_0 on
      * Zen 5: 164 against 186-190 tok/s) */
@@ -1147,6 +1269,11 @@ static int amx_rows_x16(int S, int K) {
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
                                   ts_dtype dt, int K, int S, int n0, int n1) {
     if (n0 >= n1 || S < 1) return;
+    if (dt == TS_DTYPE_Q8_0T16) { /* AMX on the tiles as they lie, for every S */
+        if (k != TS_Q_PREFILL_AMX || !ts_cpu_gemm_q_amx_t16(y, ldy, xp, ldx, W, K, S, n0, n1))
+            t16_by_groups(0, k, y, ldy, xp, ldx, W, K, S, n0, n1);
+        return;
+    }
     /* I16's bits (I16 itself or AMX) for lane-order rows: the tiles, else for a few rows the
      * few-row kernel */
     if (k == TS_Q_PREFILL_AMX && ts_dtype_is_x16(dt) && amx_rows_x16(S, K)) {
