@@ -390,9 +390,9 @@ static void check_copy_same(const ts_model *m, const char *name, ts_cpu_variant 
     }
     int same = ok && !memcmp(lg[0], lg[1], sizeof(float) * 4 * (size_t)c->n_vocab);
     ts_dtype qt = strstr(name, "q4_0") ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0;
-    int x16 = ts_cpu_x16_wanted(v, qt);
+    int x16 = ts_cpu_x16_wanted(v, qt), t16 = ts_cpu_t16_wanted(v, qt, 1024, 1024);
     printf("    %s: copied weights%s give the in-place logits %s (prefill 13, decode 3)\n", name,
-           x16 ? " (in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
+           t16 ? " (in tile order)" : x16 ? " (in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
     CHECK(same, "%s %s: copied and in-place logits differ", name, ts_cpu_variant_name(v));
     free(lg[0]), free(lg[1]);
 }
@@ -468,6 +468,16 @@ int main(void) {
             check_copy_same(wm, q ? "qwen3-0.6b 1 layer --quant q8_0, TESSERA_Q_LAYOUT=stored"
                                   : "qwen3-0.6b 1 layer --quant q4_0, TESSERA_Q_LAYOUT=stored", TS_CPU_AVX512BF16);
         unsetenv("TESSERA_Q_LAYOUT");
+        /* Q8_0 in tile order (only where the prefill runs AMX): embedding rows, every matrix, the LM
+         * head, thread shares, through the whole model */
+        if (q && ts_cpu_variant_supported(TS_CPU_AVX512BF16)) {
+            setenv("TESSERA_Q_LAYOUT", "tiles", 1);
+            if (ts_cpu_t16_wanted(TS_CPU_AVX512BF16, TS_DTYPE_Q8_0, 1024, 1024))
+                check_copy_same(wm, "qwen3-0.6b 1 layer --quant q8_0, TESSERA_Q_LAYOUT=tiles", TS_CPU_AVX512BF16);
+            else
+                th_isa_gap("AMX-INT8 (or the kernel's permission)", "Q8_0 tile order");
+            unsetenv("TESSERA_Q_LAYOUT");
+        }
         ts_model_close(wm);
         wm = NULL;
     }
