@@ -224,9 +224,14 @@ int cmd_bench(int argc, char **argv) {
     if (ts_cpu_best_variant() >= TS_CPU_AVX512BF16 &&
         (qmats ? ts_cpu_features_get()->avx512vnni : ts_cpu_avx512_decode_f32()))
         ts_pf_describe(!qmats                    ? TS_PF_BF16
-                       : qdt == TS_DTYPE_Q8_0 ? (x16 ? TS_PF_Q8X16 : TS_PF_Q8)
+                       : qdt == TS_DTYPE_Q8_0 ? (x16 || t16 ? TS_PF_Q8X16 : TS_PF_Q8)
                                               : (x16 ? TS_PF_Q4X16 : TS_PF_Q4),
                        pfd, sizeof pfd);
+    if (t16) { /* the tile order's decode (gemm_q_avx512.c) takes fixed distances; other matrices the lane order's */
+        char lanes[384];
+        snprintf(lanes, sizeof lanes, "%.383s", pfd);
+        snprintf(pfd, sizeof pfd, "tile order fixed (2 KiB ahead into L1, 4 KiB into L2); lane-order matrices %s", lanes);
+    }
     /* Counted, not declared: the regions one decoded token ran, less the LM head's, per layer. */
     double dpl = (dec.dispatches_per_run - 1) / c->n_layers;
     if (as_json) {

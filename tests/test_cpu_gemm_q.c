@@ -282,8 +282,9 @@ static void check_amx_bits(ts_dtype dt, const uint8_t *w, const uint8_t *r, int 
 
 /* Q8_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16; chosen only where AMX runs): the layout round-trips
  * group by group and row by row, and the decode, the batched decode and every prefill kind (AMX:
- * its tiles as they lie; the others through each group put back) give the stored rows' bits, for
- * all rows and for shares that start and end inside a 16-row group or leave a lone last group. */
+ * its few-row kernel below 7 rows, its tiles as they lie from there, x in passes at S = 300; the
+ * other kinds through each group put back) give the stored rows' bits, for all rows and for
+ * shares that start and end inside a 16-row group or leave a lone last group. */
 static void check_t16(void) {
     static const struct {
         int N, K;
@@ -324,7 +325,8 @@ static void check_t16(void) {
             const int cuts[3][2] = {{0, N}, {N > 16 ? 5 : 3, N - 3}, {N - 16, N}};
             for (int c = 0; c < 3; c++) {
                 int a0 = cuts[c][0], a1 = cuts[c][1];
-                for (int kind = -1; kind < (S >= 2 ? TS_Q_PREFILL_COUNT : 0); kind++) {
+                /* kind -1: decode, or the batched decode up to its TS_GEMM_BATCH_MAX rows */
+                for (int kind = S <= TS_GEMM_BATCH_MAX ? -1 : 0; kind < (S >= 2 ? TS_Q_PREFILL_COUNT : 0); kind++) {
                     for (size_t e = 0; e < (size_t)S * N; e++) y0[e] = y1[e] = -7.0f;
                     if (kind < 0) { /* the variant's path: decode, or the batched decode for S > 1 */
                         ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, TS_DTYPE_Q8_0, K, S, a0, a1, tl);
@@ -354,7 +356,7 @@ static void check_t16(void) {
 }
 
 /* `test_cpu_gemm_q amx`: the AMX prefill (a ctest of its own, skipped where AMX is not
- * usable). Bit-identical to I16 at the shapes check_prefill uses and more S (one and several
+ * usable), first the tile order (check_t16). Bit-identical to I16 at the shapes check_prefill uses and more S (one and several
  * 16-row tiles, K past one prepared chunk, K blocks cut short, column windows cut inside a
  * 32-row tile; x prepared whole and, at S = 128-140 with K = 4192 and 8192, a chunk at a
  * time), so I16's oracle checks of the default mode hold for it; then the oracle at the seed

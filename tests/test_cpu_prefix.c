@@ -215,6 +215,20 @@ int main(void) {
                 }
                 /* ctest runs it again with each AVX-512 prefill kernel forced: only that variant */
                 if (getenv("TESSERA_AVX512_PREFILL") && v != TS_CPU_AVX512BF16) continue;
+                /* Q8_0 copied in tile order where the prefill runs AMX (TESSERA_Q_LAYOUT=tiles): real
+                 * widths only (whole 16-row and 16-block groups), pieces of 2-7 rows on its few-row
+                 * kernel and longer ones on the tiles */
+                if (models[mi].layers && q == 1 && v == TS_CPU_AVX512BF16) {
+                    setenv("TESSERA_Q_LAYOUT", "tiles", 1);
+                    if (ts_cpu_t16_wanted(TS_CPU_AVX512BF16, TS_DTYPE_Q8_0, 1024, 1024)) {
+                        char nt[160];
+                        snprintf(nt, sizeof nt, "%s, copied in tile order", name);
+                        check_split(nt, m, (ts_cpu_variant)v, 24, 1, 1);
+                    } else {
+                        th_isa_gap("AMX-INT8 (or the kernel's permission)", "Q8_0 tile order");
+                    }
+                    unsetenv("TESSERA_Q_LAYOUT");
+                }
                 /* real widths: the vector kernels (the scalar one is slow there and has no tiles) */
                 if (models[mi].layers && (v == TS_CPU_SCALAR || q == 1)) continue;
                 if (mi == 0 && q) continue; /* the second tiny model: BF16 (its K are not whole Q blocks) */

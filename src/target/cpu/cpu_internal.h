@@ -23,7 +23,8 @@ typedef struct ts_tile_entry {
  * converted copy), or Q8_0 / Q4_0 blocks as stored (K % 32 == 0), borrowed from the mmap. */
 typedef struct cpu_mat {
     const void *w;
-    ts_dtype dt; /* TS_DTYPE_BF16, TS_DTYPE_Q8_0, TS_DTYPE_Q4_0 or (copies, gemm.h) TS_DTYPE_Q8_0X16 / _Q4_0X16 */
+    ts_dtype dt; /* TS_DTYPE_BF16, TS_DTYPE_Q8_0, TS_DTYPE_Q4_0 or (copies, gemm.h) TS_DTYPE_Q8_0X16 / _Q4_0X16 /
+                  * TS_DTYPE_Q8_0T16 (tile order: rows not contiguous) */
 } cpu_mat;
 
 /* A KV cache: FP32 or F16 (the model's kv_type, --kv-cache), (layer, block of R positions, kv head, position, head_dim) with R =

@@ -411,7 +411,8 @@ void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *
  * the scales of the chunk converted to FP32 before it. One 8192 x 2048 matrix, one thread, W from
  * DRAM (a scratch copy, session 38): 16 rows 2.85 -> 2.25 ms against the lane order's packs, 8
  * rows 2.42 -> 1.89, 4 rows 2.27 -> 1.73, 32 rows 4.13 -> 3.42; 2048 x 8192 at 16 rows 2.69 -> 2.40.
- * x goes whole (AMX_WHOLE_X) or in passes of that many rows, each over all of W. */
+ * x goes whole where S * K <= AMX_WHOLE_X, else in passes of AMX_WHOLE_X / K rows (rounded down
+ * to 16, at least 16), each over all of W. */
 static void t16_scales(float *dw, const uint8_t *g0, const uint8_t *g1, int nblk) {
     for (int b = 0; b < nblk; b++) {
         _mm512_store_ps(dw + 32 * b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g0 + (size_t)b * TS_T16_GROUP_BLOCK))));

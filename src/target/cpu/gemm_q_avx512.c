@@ -908,32 +908,114 @@ static void gemv_rows_t16(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int 
     free(heap);
 }
 
-/* The batched decode: every x row prepared once, then per 16-row group each row's t16_group (the
- * single decode's, so its bits), the group read from DRAM once and from L2 for the other rows
- * (16 rows x K: 34 KiB at K = 2048, 136 KiB at 8192). Through groups put back in stored order
- * instead (t16_by_groups), 4 Llama-3.2-1B Q8_0 sequences decoded 18.7 tok/s together against 60.5
- * on the lane order. */
-static void gemv_rows_batch_t16(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, int K, int n0,
-                                int n1) {
-    const int nb = K / TS_QBLOCK;
-    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K), per = 2 * (size_t)K + sizeof(int32_t) * (size_t)nb;
-    uint8_t *buf = malloc(per * (size_t)S);
-    if (!buf) return; /* as ts_cpu_gemm_q_decode_batch */
+/* Several x rows against the tile order (the batched decode, and the few-row prefill below the
+ * AMX tiles): per block of a 16-row group the 8 code vectors loaded (and flipped) once into
+ * registers, then every x row's two chains against them, so a group is read from memory once per
+ * call whatever S. Each x row's state lives in a small array (same values as in registers).
+ * i16 (a constant): I16's FP32 order (per K block of 4 blocks an FP32 sum from zero, then y = it
+ * or y + it: the few-row prefill, the AMX kind's bits); else the single decode's (t16_quarter's
+ * accumulator per lane, t16_group's tree): each row of a batched decode has its decode's bits. */
+typedef struct t16rows {
     t16x x[TS_GEMM_BATCH_MAX];
+    uint8_t *buf;
+} t16rows;
+
+static int t16_rows_prepare(t16rows *r, const ts_gemm_qx *qx, int S, int K) {
+    const int nb = K / TS_QBLOCK;
+    const size_t per = 2 * (size_t)K + sizeof(int32_t) * (size_t)nb;
+    r->buf = malloc(per * (size_t)S);
+    if (!r->buf) return 0;
     for (int s = 0; s < S; s++) {
-        uint8_t *p = buf + per * (size_t)s;
+        uint8_t *p = r->buf + per * (size_t)s;
         t16_prepare(p, p + K, (int32_t *)(p + 2 * (size_t)K), qx[s], nb);
-        x[s] = (t16x){p, p + K, (const int32_t *)(p + 2 * (size_t)K), qx[s].d};
+        r->x[s] = (t16x){p, p + K, (const int32_t *)(p + 2 * (size_t)K), qx[s].d};
     }
-    for (int g = n0 / 16; 16 * g < n1; g++)
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, const t16rows *r, int S,
+                                                             const uint8_t *W, int K, int n0, int n1, int i16) {
+    const int nb = K / TS_QBLOCK;
+    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    /* decode: 16 lane accumulators per row; i16: the K block's sum and y per row */
+    __m512 st[TS_GEMM_BATCH_MAX][16];
+    for (int g = n0 / 16; 16 * g < n1; g++) {
+        const uint8_t *G = W + (size_t)g * gbytes;
+        for (int s = 0; s < S; s++)
+            for (int i = 0; i < (i16 ? 2 : 16); i++) st[s][i] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk = G + (size_t)b * TS_T16_GROUP_BLOCK;
+            for (int l = 0; l < (TS_T16_GROUP_BLOCK + 63) / 64; l++)
+                __builtin_prefetch(blk + 2048 + 64 * l, 0, 3), __builtin_prefetch(blk + 4096 + 64 * l, 0, 2);
+            __m512i w[TS_QBLOCK / 4], u[TS_QBLOCK / 4];
+            for (int m = 0; m < TS_QBLOCK / 4; m++)
+                w[m] = _mm512_loadu_si512(blk + 32 + 64 * m), u[m] = _mm512_xor_si512(w[m], flip);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            const int j = b % QG, lane = 4 * (j % 4) + j / 4; /* ts_x16_lane for Q8_0 */
+            for (int s = 0; s < S; s++) {
+                const t16x *x = &r->x[s];
+                __m512i ih = _mm512_setzero_si512(), il = _mm512_set1_epi32(x->ncorr[b]);
+                for (int m = 0; m < TS_QBLOCK / 4; m++) {
+                    int32_t h, lo;
+                    memcpy(&h, x->hi + (size_t)b * TS_QBLOCK + 4 * m, 4), memcpy(&lo, x->lo + (size_t)b * TS_QBLOCK + 4 * m, 4);
+                    ih = _mm512_dpbusd_epi32(ih, u[m], _mm512_set1_epi32(h));
+                    il = _mm512_dpbusd_epi32(il, _mm512_set1_epi32(lo), w[m]);
+                }
+                const __m512 t = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ih, 8), il));
+                const __m512 mv = _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b]));
+                if (!i16) {
+                    st[s][lane] = _mm512_fmadd_ps(t, mv, st[s][lane]);
+                    continue;
+                }
+                /* st[s][0]: the K block's sum (from zero at its first block), st[s][1]: y */
+                st[s][0] = _mm512_fmadd_ps(t, mv, b % I16_KB_BLOCKS ? st[s][0] : _mm512_setzero_ps());
+                if (b % I16_KB_BLOCKS == I16_KB_BLOCKS - 1)
+                    st[s][1] = b < I16_KB_BLOCKS ? st[s][0] : _mm512_add_ps(st[s][1], st[s][0]);
+            }
+        }
         for (int s = 0; s < S; s++) {
             float t[16];
-            t16_group(t, W + (size_t)g * gbytes, nb, &x[s]);
-            for (int j = 0; j < 16; j++)
-                if (16 * g + j >= n0 && 16 * g + j < n1) y[(size_t)s * ldy + 16 * g + j] = t[j];
+            if (i16) {
+                _mm512_storeu_ps(t, st[s][1]);
+            } else {
+                __m512 *a = st[s];
+                for (int i = 0; i < 8; i++) a[i] = _mm512_add_ps(a[i + 8], a[i]);
+                for (int i = 0; i < 4; i++) a[i] = _mm512_add_ps(a[i + 4], a[i]);
+                _mm512_storeu_ps(t, _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+            }
+            for (int i = 0; i < 16; i++)
+                if (16 * g + i >= n0 && 16 * g + i < n1) y[(size_t)s * ldy + 16 * g + i] = t[i];
         }
-    free(buf);
+    }
 }
+
+/* The batched decode (Llama-3.2-1B Q8_0, 4 sequences: 41 tok/s together with the single decode
+ * run per x row, 18.7 through groups put back in stored order, lane order 60) */
+static void gemv_rows_batch_t16(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, int K, int n0,
+                                int n1) {
+    t16rows r;
+    if (!t16_rows_prepare(&r, qx, S, K)) return; /* as ts_cpu_gemm_q_decode_batch */
+    t16_rows_g(y, ldy, &r, S, W, K, n0, n1, 0);
+    free(r.buf);
+}
+/* The few-row prefill on the tile order (I16's bits) */
+static void t16_rows_i16(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K, int n0,
+                         int n1) {
+    (void)dt;
+    t16rows r;
+    if (!t16_rows_prepare(&r, qx, S, K)) return;
+    t16_rows_g(y, ldy, &r, S, W, K, n0, n1, 1);
+    free(r.buf);
+}
+
+/* Rows from which the AMX kind runs a tile-order prefill on the tiles, below them t16_rows_i16.
+ * One matrix, one thread, W from DRAM, ms (session 38), few-row vs tiles: 8192 x 2048 at 2 / 4 /
+ * 6 / 7 rows 1.23 / 1.55 / 1.76 / 1.99 vs 1.64 / 1.74 / 1.83 / 1.87; against the lane order's
+ * kernels (its few-row kernel below 9 rows, 6-7 at large K) the tile order ran 8192 x 2048 1.02-1.15x
+ * as fast at 2-7 rows, 1.25-1.40x at 8-16; 2048 x 8192 1.16-1.26x; 2048 x 2048 1.04-1.34x; 3072 x
+ * 1024 1.09-1.26x. */
+#define T16_AMX_MIN_S 7
 
 /* What has no tile-order kernel (the prefill kinds other than AMX, AMX without its memory) runs
  * on each 16-row group put back in stored order: the stored rows' bits, which the tile order's
@@ -1297,7 +1379,11 @@ static int amx_rows_x16(int S, int K) {
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
                                   ts_dtype dt, int K, int S, int n0, int n1) {
     if (n0 >= n1 || S < 1) return;
-    if (dt == TS_DTYPE_Q8_0T16) { /* AMX on the tiles as they lie, for every S */
+    if (dt == TS_DTYPE_Q8_0T16) { /* AMX on the tiles as they lie; a few rows each code vector against every x row */
+        if (k == TS_Q_PREFILL_AMX && S < T16_AMX_MIN_S && S <= TS_GEMM_BATCH_MAX) {
+            ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, t16_rows_i16);
+            return;
+        }
         if (k != TS_Q_PREFILL_AMX || !ts_cpu_gemm_q_amx_t16(y, ldy, xp, ldx, W, K, S, n0, n1))
             t16_by_groups(k, y, ldy, xp, ldx, W, K, S, n0, n1);
         return;
