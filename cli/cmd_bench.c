@@ -227,10 +227,12 @@ int cmd_bench(int argc, char **argv) {
                        : qdt == TS_DTYPE_Q8_0 ? (x16 || t16 ? TS_PF_Q8X16 : TS_PF_Q8)
                                               : (x16 ? TS_PF_Q4X16 : TS_PF_Q4),
                        pfd, sizeof pfd);
-    if (t16) { /* the tile order's decode (gemm_q_avx512.c) takes fixed distances; other matrices the lane order's */
-        char lanes[384];
-        snprintf(lanes, sizeof lanes, "%.383s", pfd);
-        snprintf(pfd, sizeof pfd, "tile order fixed (2 KiB ahead into L1, 4 KiB into L2); lane-order matrices %s", lanes);
+    if (t16) { /* the tile order's matrices (all of a seed model's) have their own candidates */
+        char lanes[256];
+        snprintf(lanes, sizeof lanes, "%.255s", pfd);
+        ts_pf_describe(TS_PF_Q8T16, pfd, sizeof pfd - 300);
+        size_t w = strlen(pfd);
+        snprintf(pfd + w, sizeof pfd - w, "; lane-order matrices %s", lanes);
     }
     /* Counted, not declared: the regions one decoded token ran, less the LM head's, per layer. */
     double dpl = (dec.dispatches_per_run - 1) / c->n_layers;

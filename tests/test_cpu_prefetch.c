@@ -66,6 +66,7 @@ static void check_kind(ts_pf_kind kind, int N, int K) {
                   : kind == TS_PF_Q4   ? TS_DTYPE_Q4_0
                   : kind == TS_PF_Q8X16 ? TS_DTYPE_Q8_0X16
                   : kind == TS_PF_Q4X16 ? TS_DTYPE_Q4_0X16
+                  : kind == TS_PF_Q8T16 ? TS_DTYPE_Q8_0T16
                                         : TS_DTYPE_BF16;
     size_t rb = ts_gemm_row_bytes(dt, K);
     uint8_t *W = malloc(rb * (size_t)N), *stored = NULL;
@@ -78,9 +79,10 @@ static void check_kind(ts_pf_kind kind, int N, int K) {
             uint16_t h = (uint16_t)((5 + urand() % 6) << 10 | (urand() & 1023));
             memcpy(W + b * bb, &h, 2);
         }
-        if (ts_dtype_is_x16(dt)) { /* those blocks in 16-block lane order; W keeps them stored for the scalar kernel */
+        if (ts_dtype_is_x16(dt) || dt == TS_DTYPE_Q8_0T16) { /* lane or tile order; W keeps them stored for the scalar kernel */
             uint8_t *l = malloc(rb * (size_t)N);
-            ts_x16_repack_rows(ts_x16_stored(dt), l, W, K, 0, N);
+            if (dt == TS_DTYPE_Q8_0T16) ts_t16_repack_groups(l, W, K, 0, N / 16);
+            else ts_x16_repack_rows(ts_x16_stored(dt), l, W, K, 0, N);
             stored = W, W = l;
         }
     } else { /* BF16 with exponents near 1: finite products */
@@ -150,6 +152,8 @@ int main(void) {
         check_kind(TS_PF_Q4, shapes[i][0], shapes[i][1]);
         check_kind(TS_PF_Q8X16, shapes[i][0], shapes[i][1]);
         check_kind(TS_PF_Q4X16, shapes[i][0], shapes[i][1]);
+        if (shapes[i][0] % 16 == 0 && shapes[i][1] % 512 == 0) /* whole 16-row and 16-block groups only */
+            check_kind(TS_PF_Q8T16, shapes[i][0], shapes[i][1]);
     }
     return th_finish("test_cpu_prefetch");
 }

@@ -839,15 +839,16 @@ static void t16_prepare(uint8_t *hi, uint8_t *lo, int32_t *ncorr, ts_gemm_qx qx,
 
 /* blocks b + 4q .. b + 4q + 3 (q a constant: j = 4q + u of the group) of one 16-row group, whose
  * block b starts at p */
-static inline __attribute__((always_inline)) void t16_quarter(__m512 acc[16], const uint8_t *p, int b, int q,
-                                                              const t16x *x) {
+static inline __attribute__((always_inline)) void t16_quarter(float *acc, const uint8_t *p, int b, int q,
+                                                              const t16x *x, ts_pf pf) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     const uint8_t *r = p + (size_t)(4 * q) * TS_T16_GROUP_BLOCK;
-    for (int l = 0; l < 4 * TS_T16_GROUP_BLOCK / 64; l++)
-        __builtin_prefetch(r + 2048 + 64 * l, 0, 3), __builtin_prefetch(r + 4096 + 64 * l, 0, 2);
+    enum { LINES = 4 * TS_T16_GROUP_BLOCK / 64 }; /* 34: the quarter's lines, requested an eighth per code vector */
     __m512i ih[4], il[4];
     for (int u = 0; u < 4; u++) ih[u] = _mm512_setzero_si512(), il[u] = _mm512_set1_epi32(x->ncorr[b + 4 * q + u]);
-    for (int m = 0; m < TS_QBLOCK / 4; m++)
+    for (int m = 0; m < TS_QBLOCK / 4; m++) {
+        const int l0 = LINES * m / 8, l1 = LINES * (m + 1) / 8;
+        ts_pf_lines(r + 64 * l0, pf, l1 - l0);
         for (int u = 0; u < 4; u++) {
             const size_t k = (size_t)(b + 4 * q + u) * TS_QBLOCK + 4 * (size_t)m;
             __m512i w = _mm512_loadu_si512(r + (size_t)u * TS_T16_GROUP_BLOCK + 32 + 64 * m);
@@ -856,28 +857,34 @@ static inline __attribute__((always_inline)) void t16_quarter(__m512 acc[16], co
             ih[u] = _mm512_dpbusd_epi32(ih[u], _mm512_xor_si512(w, flip), _mm512_set1_epi32(h));
             il[u] = _mm512_dpbusd_epi32(il[u], _mm512_set1_epi32(lo), w);
         }
+    }
     for (int u = 0; u < 4; u++) {
         const int j = 4 * q + u, lane = 4 * (j % 4) + j / 4; /* ts_x16_lane for Q8_0 */
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + (size_t)u * TS_T16_GROUP_BLOCK)));
         __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[u], 8), il[u]);
-        acc[lane] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b + j])), acc[lane]);
+        _mm512_store_ps(acc + 16 * lane, _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b + j])),
+                                                         _mm512_load_ps(acc + 16 * lane)));
     }
 }
 
-static inline void t16_group(float *y16, const uint8_t *G, int nb, const t16x *x) {
-    __m512 acc[16];
-    for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-    for (int b = 0; b < nb; b += QG) {
-        const uint8_t *p = G + (size_t)b * TS_T16_GROUP_BLOCK;
-        t16_quarter(acc, p, b, 0, x);
-        t16_quarter(acc, p, b, 1, x);
-        t16_quarter(acc, p, b, 2, x);
-        t16_quarter(acc, p, b, 3, x);
+/* R (a constant, 1 or 2) 16-row groups gbytes apart, their quarters in turn */
+static inline __attribute__((always_inline)) void t16_groups(float *y, const uint8_t *G, size_t gbytes, int R, int nb,
+                                                             const t16x *x, ts_pf pf) {
+    float accm[2][16 * 16] __attribute__((aligned(64)));
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < 16; i++) _mm512_store_ps(accm[r] + 16 * i, _mm512_setzero_ps());
+    for (int b = 0; b < nb; b += QG)
+        for (int q = 0; q < 4; q++)
+            for (int r = 0; r < R; r++) t16_quarter(accm[r], G + (size_t)r * gbytes + (size_t)b * TS_T16_GROUP_BLOCK, b, q, x, pf);
+    for (int r = 0; r < R; r++) {
+        __m512 acc[16];
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(accm[r] + 16 * i);
+        for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
+        for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
+        _mm512_storeu_ps(y + 16 * r, _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
     }
-    for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
-    for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
-    _mm512_storeu_ps(y16, _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
 }
+static void t16_group(float *y16, const uint8_t *G, int nb, const t16x *x, ts_pf pf) { t16_groups(y16, G, 0, 1, nb, x, pf); }
 
 static void gemv_rows_t16(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
     const int nb = K / TS_QBLOCK;
@@ -894,17 +901,27 @@ static void gemv_rows_t16(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int 
     }
     t16_prepare(buf, buf + K, ncorr, qx, nb);
     const t16x x = {buf, buf + K, ncorr, qx.d};
+    const uint64_t bytes = (uint64_t)((n1 + 15) / 16 - n0 / 16) * gbytes;
+    uint64_t t0;
+    const int c = ts_pf_begin(TS_PF_Q8T16, bytes, &t0);
+    const ts_pf pf = ts_pf_candidate(TS_PF_Q8T16, c);
     for (int g = n0 / 16; 16 * g < n1; g++) {
         const uint8_t *G = W + (size_t)g * gbytes;
+        if (16 * g >= n0 && 16 * g + 32 <= n1) { /* two whole groups */
+            t16_groups(y + 16 * g, G, gbytes, 2, nb, &x, pf);
+            g++;
+            continue;
+        }
         if (16 * g >= n0 && 16 * g + 16 <= n1) {
-            t16_group(y + 16 * g, G, nb, &x);
+            t16_group(y + 16 * g, G, nb, &x, pf);
             continue;
         }
         float t[16]; /* a share that starts or ends inside the group: its rows only */
-        t16_group(t, G, nb, &x);
+        t16_group(t, G, nb, &x, pf);
         for (int j = 0; j < 16; j++)
             if (16 * g + j >= n0 && 16 * g + j < n1) y[16 * g + j] = t[j];
     }
+    ts_pf_end(TS_PF_Q8T16, c, t0, bytes);
     free(heap);
 }
 

@@ -20,8 +20,16 @@
 #include <stdint.h>
 
 /* TS_PF_Q8X16 / _Q4X16: Q8_0 / Q4_0 in 16-block lane order (gemm.h), whose lighter kernels want
- * their own distances */
-typedef enum { TS_PF_BF16 = 0, TS_PF_Q8 = 1, TS_PF_Q4 = 2, TS_PF_Q8X16 = 3, TS_PF_Q4X16 = 4, TS_PF_KINDS = 5 } ts_pf_kind;
+ * their own distances; TS_PF_Q8T16: Q8_0 in tile order (16 rows read as one stream) */
+typedef enum {
+    TS_PF_BF16 = 0,
+    TS_PF_Q8 = 1,
+    TS_PF_Q4 = 2,
+    TS_PF_Q8X16 = 3,
+    TS_PF_Q4X16 = 4,
+    TS_PF_Q8T16 = 5,
+    TS_PF_KINDS = 6
+} ts_pf_kind;
 enum { TS_PF_CANDS = 3 };
 
 /* Bytes ahead of the row being read: into L1 (prefetcht0) and into L2 (prefetcht1); 0 = none. */
