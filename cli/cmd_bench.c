@@ -209,11 +209,13 @@ int cmd_bench(int argc, char **argv) {
     ts_dtype qdt = !strcmp(m->cfg.torch_dtype, "Q8_0") ? TS_DTYPE_Q8_0 : TS_DTYPE_Q4_0;
     /* copies of Q8_0 / Q4_0 matrices in 16-block lane order (gemm.h) */
     int x16 = qmats && copy_weights && ts_cpu_x16_wanted(ts_cpu_best_variant(), qdt);
-    /* Q8_0 in tile order (TESSERA_Q_LAYOUT=tiles): the model's matrices of whole groups, the seed shapes' all */
-    int t16 = qmats && copy_weights && ts_cpu_t16_wanted(ts_cpu_best_variant(), qdt, 16 * 16, 512);
+    /* Q8_0 in tile order where the prefill runs AMX (gemm_q.c: from K = 2048, every K with
+     * TESSERA_Q_LAYOUT=tiles), the other matrices in lane order */
+    int t16 = qmats && copy_weights && ts_cpu_t16_wanted(ts_cpu_best_variant(), qdt, 16 * 16, 2048);
     if (qmats)
         snprintf(kernels, sizeof kernels, "%s%s", ts_cpu_gemm_q_name(ts_cpu_best_variant()),
-                 t16 ? "; weights copied in tile order (16 rows interleaved per block), where the matrix allows"
+                 t16 ? "; weights copied in tile order (16 rows interleaved per block) where N % 16 == 0 and K >= 2048, "
+                       "the others in 16-block lane order"
                  : x16 ? "; weights copied in 16-block lane order" : "");
     else
         snprintf(kernels, sizeof kernels, "prefill %s; decode %s", ts_cpu_prefill_kernel_name(ts_cpu_best_variant()),

@@ -390,9 +390,10 @@ static void check_copy_same(const ts_model *m, const char *name, ts_cpu_variant 
     }
     int same = ok && !memcmp(lg[0], lg[1], sizeof(float) * 4 * (size_t)c->n_vocab);
     ts_dtype qt = strstr(name, "q4_0") ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0;
-    int x16 = ts_cpu_x16_wanted(v, qt), t16 = ts_cpu_t16_wanted(v, qt, 1024, 1024);
+    int x16 = ts_cpu_x16_wanted(v, qt), t16 = ts_cpu_t16_wanted(v, qt, 1024, 1024), t16k = ts_cpu_t16_wanted(v, qt, 1024, 2048);
     printf("    %s: copied weights%s give the in-place logits %s (prefill 13, decode 3)\n", name,
-           t16 ? " (in tile order)" : x16 ? " (in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
+           t16 ? " (in tile order)" : t16k ? " (in tile order from K = 2048, else 16-block lane order)"
+           : x16 ? " (in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
     CHECK(same, "%s %s: copied and in-place logits differ", name, ts_cpu_variant_name(v));
     free(lg[0]), free(lg[1]);
 }

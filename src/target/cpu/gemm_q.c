@@ -218,13 +218,19 @@ int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
 
 /* ---- Q8_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16) ---- */
 
-/* Only where asked (TESSERA_Q_LAYOUT=tiles) and the prefill runs AMX, for Q8_0 matrices of whole
- * 16-row groups and whole 16-block groups (the decode on it gives the lane order's bits, whose
- * blocks past the last whole group are stored apart). Not the default yet: measured against the
- * lane order in docs/performance.md (session 38). */
+/* Where the prefill runs AMX, for Q8_0 matrices of whole 16-row groups and whole 16-block groups
+ * (the decode on it gives the lane order's bits, whose blocks past the last whole group are
+ * stored apart) with K >= 2048; TESSERA_Q_LAYOUT=tiles takes every such K, =lanes or =stored
+ * none. Measured on the Intel Xeon with AMX (docs/performance.md, session 38): prefill on the
+ * tiles as they lie 1.02-1.40x the lane order's per matrix at 2-16 rows, the model's 8-32-token
+ * prompts 1.15-1.3x; the decode streams as fast as the lane order's at K = 2048-8192 (gemv_sweep,
+ * two threads: 0.89-0.91 of the read probe against 0.88-0.92) but not at K = 1024 (0.86-0.89
+ * against 0.94-0.98), hence the bound. */
 int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
-    if (dt != TS_DTYPE_Q8_0 || !e || strcmp(e, "tiles") || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
+    if (dt != TS_DTYPE_Q8_0 || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
+    if (e && (!strcmp(e, "lanes") || !strcmp(e, "stored"))) return 0;
+    if (K < 2048 && !(e && !strcmp(e, "tiles"))) return 0;
     return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() == TS_Q_PREFILL_AMX;
 }
 
