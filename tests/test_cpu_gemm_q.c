@@ -289,7 +289,7 @@ static void check_t16(void) {
     static const struct {
         int N, K;
     } shapes[] = {{2048, 2048}, {1024, 3072}, {16, 512}, {48, 1024}, {64, 8192}, {80, 4608}};
-    static const int Ss[] = {1, 2, 3, 5, 8, 13, 16, 17, 32, 40, 128, 300};
+    static const int Ss[] = {1, 2, 3, 5, 6, 7, 8, 13, 16, 17, 32, 40, 128, 300}; /* 6 | 7: few-row | tiles */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int N = shapes[i].N, K = shapes[i].K;
         size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);

@@ -817,10 +817,15 @@ static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, cons
  * the same fma of sum * (d_w * d_x) group after group, and the 16 accumulators are summed in
  * _mm512_reduce_add_ps's tree (GCC's: lanes i and i + 8, then i and i + 4, then 0 + 2 and 1 + 3,
  * then those two): every row has the lane order's bits, which are the stored order's
- * (test_cpu_gemm_q compares all three). Requests: each 64-byte line 2 KiB ahead into L1 and 4
- * KiB into L2, the lane order's pair on the Intel Xeon with AMX (where this layout is chosen):
- * from DRAM on two threads it read 30.2 / 32.1 GB/s against the lane order's 29.0 / 32.5 at K =
- * 2048, 29.0-30.4 vs 27.7-29.3 at K = 8192 (scratch copy, session 38). */
+ * (test_cpu_gemm_q compares all three). Two groups a pass, a quarter (4 blocks) of each in turn,
+ * the lines of a quarter requested an eighth per code vector at the distances of TS_PF_Q8T16
+ * (prefetch.c; chosen per process), the accumulators in memory (touched once a block). On the
+ * Intel Xeon with AMX, two threads from DRAM (tools/gemv_sweep, fractions of the read probe in
+ * the same rounds), tile order against lane order: K = 2048 0.89-0.91 vs 0.90-0.92, 3072 0.89
+ * vs 0.88, 8192 0.87 vs 0.87, but 1024 0.86-0.89 vs 0.94-0.98 (so gemm_q.c takes the tile order
+ * from K = 2048). One group a pass read 0.84-0.86 at K = 2048, four a pass 0.85; one group with
+ * the quarter's requests in one burst and the accumulators in registers (which spilled) decoded
+ * Llama-3.2-1B Q8_0 at 0.91-0.93x the lane order's tok/s, two a pass at 0.99-1.00x (session 38). */
 typedef struct t16x {
     const uint8_t *hi, *lo;
     const int32_t *ncorr;
@@ -1007,8 +1012,9 @@ static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, 
     }
 }
 
-/* The batched decode (Llama-3.2-1B Q8_0, 4 sequences: 41 tok/s together with the single decode
- * run per x row, 18.7 through groups put back in stored order, lane order 60) */
+/* The batched decode. Llama-3.2-1B Q8_0 (tessera bench --batch 1,4,8), tile order against lane
+ * order: 4 sequences 58.7 vs 58.3 tok/s together, 8 sequences 91.8 vs 75.6 (the single decode run
+ * per x row and group from L2: 4 sequences 41; each group put back in stored order: 18.7). */
 static void gemv_rows_batch_t16(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, int K, int n0,
                                 int n1) {
     t16rows r;
