@@ -57,7 +57,7 @@ static const struct {
 
 static void run(void *ctx, int ith, int nth) {
     const run_ctx *r = ctx;
-    /* shares of whole 16-row groups (N is a multiple of 16), as the forward pass splits */
+    /* shares of whole 16-row groups (N is a multiple of 16): every type reads whole tile-order groups */
     int n0 = (int)((long)(r->N / 16) * ith / nth) * 16, n1 = (int)((long)(r->N / 16) * (ith + 1) / nth) * 16;
     ts_gemm_tile t = ts_cpu_gemm_default_tile(1, r->N, r->K);
     for (int m = 0; m < r->mats; m++) {

@@ -163,12 +163,16 @@ static void st_attn_norm(ts_cpu *c, int ith, int nth) {
     norm_rows(c, c->L[c->layer].attn_norm, TS_STEP_ATTN_NORM, ith, nth);
 }
 
+/* Share boundaries for a GEMM over W: whole 16-row groups for a tile-order matrix (gemm.h), whose
+ * kernels read a group whole (a boundary inside one has both threads read it), else align. */
+static int mat_align(cpu_mat w, int align) { return w.dt == TS_DTYPE_Q8_0T16 ? 16 : align; }
+
 static void st_qkv(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     const cpu_layer *L = &c->L[c->layer];
     int S = c->S, H = cf->n_embd, Q = cf->n_heads * cf->head_dim, KV = cf->n_kv_heads * cf->head_dim;
     int NT = Q + 2 * KV, a, b;
-    ts_cpu_split(NT, ith, nth, 4, &a, &b);
+    ts_cpu_split(NT, ith, nth, mat_align(L->wq, mat_align(L->wk, mat_align(L->wv, 4))), &a, &b);
     const struct {
         cpu_mat w;
         const float *bias;
@@ -360,7 +364,7 @@ static void st_o_proj(ts_cpu *c, int ith, int nth) {
         for (int s = a; s < b; s++) ts_cpu_pack_row(c->att_p + (size_t)s * c->Qp, c->att + (size_t)s * Q, Q);
         ts_pool_barrier(c->pool);
     }
-    ts_cpu_split(H, ith, nth, 4, &a, &b);
+    ts_cpu_split(H, ith, nth, mat_align(L->wo, 4), &a, &b);
     if (a < b) ts_cpu_gemm_mat(c, L->wo, c->o, H, in, c->Qp, c->Qp, S, a, b, ts_cpu_tile_for(c, S, H, Q));
     residual(c, L->bo, TS_STEP_O_PROJ, a, b);
 }
@@ -395,7 +399,7 @@ static void st_down(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;
     const cpu_layer *L = &c->L[c->layer];
     int S = c->S, H = cf->n_embd, F = cf->n_ff, a, b;
-    ts_cpu_split(H, ith, nth, 4, &a, &b);
+    ts_cpu_split(H, ith, nth, mat_align(L->wd, 4), &a, &b);
     if (a < b) ts_cpu_gemm_mat(c, L->wd, c->o, H, c->h_p, c->Fp, c->Fp, S, a, b, ts_cpu_tile_for(c, S, H, F));
     residual(c, L->bd, TS_STEP_DOWN, a, b);
 }
@@ -458,6 +462,6 @@ void ts_cpu_lm_head(void *ctx, int ith, int nth) {
     /* one row: every thread norms it for itself, no barrier */
     const float *in = norm_pack(c, c->final_norm, TS_N_STEPS, c->lg_row0, R, R == 1, ith, nth);
     if (R != 1) ts_pool_barrier(c->pool);
-    ts_cpu_split(V, ith, nth, 4, &a, &b);
+    ts_cpu_split(V, ith, nth, mat_align(c->lm_head, 4), &a, &b);
     if (a < b) ts_cpu_gemm_mat(c, c->lm_head, c->lg_out, V, in, c->Hp, c->Hp, R, a, b, ts_cpu_tile_for(c, R, V, H));
 }

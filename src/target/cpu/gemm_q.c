@@ -206,7 +206,8 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
  * without AMX, when the I16 packs put each block back through memory (1.1-1.5x slower at S =
  * 2-256 on the Zen 5 VM) and the few-row kernel did not yet exist. TESSERA_Q_LAYOUT=stored keeps
  * every file's layout, =lanes takes Q8_0 for every kind (read at each session's creation, so one
- * process can compare). */
+ * process can compare). Where the prefill runs AMX, Q8_0 matrices with K >= 2048 take the tile
+ * order instead (ts_cpu_t16_wanted, below; cpu_forward.c asks it first). */
 int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if (dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) return 0;
@@ -222,10 +223,11 @@ int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
  * (the decode on it gives the lane order's bits, whose blocks past the last whole group are
  * stored apart) with K >= 2048; TESSERA_Q_LAYOUT=tiles takes every such K, =lanes or =stored
  * none. Measured on the Intel Xeon with AMX (docs/performance.md, session 38): prefill on the
- * tiles as they lie 1.02-1.40x the lane order's per matrix at 2-16 rows, the model's 8-32-token
- * prompts 1.15-1.3x; the decode streams as fast as the lane order's at K = 2048-8192 (gemv_sweep,
- * two threads: 0.89-0.91 of the read probe against 0.88-0.92) but not at K = 1024 (0.86-0.89
- * against 0.94-0.98), hence the bound. */
+ * tiles as they lie 1.02-1.40x the lane order's per matrix at 2-16 rows, the model's 4-32-token
+ * prompts 1.07-1.28x (Llama-3.2-1B Q8_0; Qwen3-0.6B Q8_0, whose K = 1024 matrices stay in lanes,
+ * 1.06-1.12x); the decode streams as fast as the lane order's at K = 2048-8192 (gemv_sweep, two
+ * threads: 0.87-0.91 of the read probe against 0.87-0.92) but not at K = 1024 (0.86-0.89 against
+ * 0.94-0.98), hence the bound. */
 int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if (dt != TS_DTYPE_Q8_0 || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
@@ -288,7 +290,7 @@ const char *ts_cpu_gemm_q_name(ts_cpu_variant v) {
             "FP32 FMA zmm on W dequantized exactly", "vdpbf16ps zmm on W dequantized to BF16, BF16-rounded x",
             "vpdpbusd zmm on W codes, x quantized to 8 bits per 32-block",
             "vpdpwssd zmm on W codes, x quantized to 16 bits per 32-block",
-            "AMX tdpbssd/tdpbusd tiles on W codes (lane-order rows from 6-9 rows, stored from 32; fewer rows vpdpbusd or vpdpwssd, same bits), x quantized to 16 bits per 32-block and split in bytes"};
+            "AMX tdpbssd/tdpbusd tiles on W codes (tile-order rows from 7 rows, lane-order from 6-9, stored from 32; fewer rows vpdpbusd or vpdpwssd, same bits), x quantized to 16 bits per 32-block and split in bytes"};
         static char name[TS_Q_PREFILL_COUNT][384];
         ts_q_prefill k = ts_cpu_avx512_q_prefill();
         snprintf(name[k], sizeof name[k],

@@ -586,7 +586,11 @@ static inline int x16_rows(size_t rb, ts_pf pf) {
 }
 
 static inline ts_pf_kind pf_kind(ts_dtype dt) {
-    return dt == TS_DTYPE_Q8_0 ? TS_PF_Q8 : dt == TS_DTYPE_Q8_0X16 ? TS_PF_Q8X16 : dt == TS_DTYPE_Q4_0X16 ? TS_PF_Q4X16 : TS_PF_Q4;
+    return dt == TS_DTYPE_Q8_0      ? TS_PF_Q8
+           : dt == TS_DTYPE_Q8_0X16 ? TS_PF_Q8X16
+           : dt == TS_DTYPE_Q4_0X16 ? TS_PF_Q4X16
+           : dt == TS_DTYPE_Q8_0T16 ? TS_PF_Q8T16
+                                    : TS_PF_Q4;
 }
 /* the layout of the prepared x (qg_prepare): Q4_0's for both Q4_0 forms */
 static inline ts_dtype x_kind(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 ? TS_DTYPE_Q4_0 : dt; }
@@ -960,6 +964,12 @@ static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, 
     const int nb = K / TS_QBLOCK;
     const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
+    /* the batched decode's calls are timed for the per-process choice of distances, as the
+     * lane order's (a server decodes only through them); the few-row prefill's are not */
+    const uint64_t bytes = i16 ? 0 : (uint64_t)((n1 + 15) / 16 - n0 / 16) * gbytes;
+    uint64_t t0;
+    const int c = ts_pf_begin(TS_PF_Q8T16, bytes, &t0);
+    const ts_pf pf = ts_pf_candidate(TS_PF_Q8T16, c);
     /* decode: 16 lane accumulators per row; i16: the K block's sum and y per row */
     __m512 st[TS_GEMM_BATCH_MAX][16];
     for (int g = n0 / 16; 16 * g < n1; g++) {
@@ -968,8 +978,7 @@ static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, 
             for (int i = 0; i < (i16 ? 2 : 16); i++) st[s][i] = _mm512_setzero_ps();
         for (int b = 0; b < nb; b++) {
             const uint8_t *blk = G + (size_t)b * TS_T16_GROUP_BLOCK;
-            for (int l = 0; l < (TS_T16_GROUP_BLOCK + 63) / 64; l++)
-                __builtin_prefetch(blk + 2048 + 64 * l, 0, 3), __builtin_prefetch(blk + 4096 + 64 * l, 0, 2);
+            ts_pf_lines(blk, pf, (TS_T16_GROUP_BLOCK + 63) / 64);
             __m512i w[TS_QBLOCK / 4], u[TS_QBLOCK / 4];
             for (int m = 0; m < TS_QBLOCK / 4; m++)
                 w[m] = _mm512_loadu_si512(blk + 32 + 64 * m), u[m] = _mm512_xor_si512(w[m], flip);
@@ -1010,6 +1019,7 @@ static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, 
                 if (16 * g + i >= n0 && 16 * g + i < n1) y[(size_t)s * ldy + 16 * g + i] = t[i];
         }
     }
+    ts_pf_end(TS_PF_Q8T16, c, t0, bytes);
 }
 
 /* The batched decode. Llama-3.2-1B Q8_0 (tessera bench --batch 1,4,8), tile order against lane
