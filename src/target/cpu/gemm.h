@@ -113,7 +113,8 @@ typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const 
 #define TS_DTYPE_Q8_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 2))
 static inline int ts_dtype_is_x16(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 || dt == TS_DTYPE_Q8_0X16; }
 /* Q8_0 matrices in tile order (the cpu target's copies where the prefill runs AMX, N % 16 == 0,
- * K % 512 == 0 and K >= 2048; ts_cpu_t16_wanted): rows in groups of 16, group G in the bytes of rows 16G..16G+15, per block b of
+ * K % 512 == 0 and K >= 2048; ts_cpu_t16_wanted): rows in groups of 16, group G in the bytes of
+ * rows 16G..16G+15, per block b of
  * the K / 32 the 16 rows' F16 scales (32 bytes) then 8 x 64 code bytes, the m-th = code dword m
  * (positions 4m..4m+3) of the 16 rows: an AMX B tile as it lies, so the prefill loads W from the
  * matrix instead of transposing lane-order rows into tiles per call (gemm_q_amx.c), and the decode
@@ -123,7 +124,9 @@ static inline int ts_dtype_is_x16(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 |
 #define TS_T16_GROUP_BLOCK (32 + 16 * TS_QBLOCK) /* bytes of one block of a 16-row group */
 /* the stored type of a lane-order or tile-order type (others: themselves) */
 static inline ts_dtype ts_x16_stored(ts_dtype dt) {
-    return dt == TS_DTYPE_Q4_0X16 ? TS_DTYPE_Q4_0 : dt == TS_DTYPE_Q8_0X16 || dt == TS_DTYPE_Q8_0T16 ? TS_DTYPE_Q8_0 : dt;
+    return dt == TS_DTYPE_Q4_0X16                              ? TS_DTYPE_Q4_0
+           : dt == TS_DTYPE_Q8_0X16 || dt == TS_DTYPE_Q8_0T16 ? TS_DTYPE_Q8_0
+                                                              : dt;
 }
 /* the lane of block k (0..15) of a group: self-inverse, so also the block of lane k */
 static inline int ts_x16_lane(ts_dtype dt, int k) { return ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 4 * (k % 4) + k / 4 : k; }

@@ -236,41 +236,37 @@ int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K) {
     return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() == TS_Q_PREFILL_AMX;
 }
 
+/* Row j's stored block (34 bytes) into / out of the 16-row record p of one block */
+static void t16_put(uint8_t *p, int j, const uint8_t *blk) {
+    memcpy(p + 2 * j, blk, 2);
+    for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(p + 32 + 64 * m + 4 * j, blk + 2 + 4 * m, 4);
+}
+static void t16_get(const uint8_t *p, int j, uint8_t *blk) {
+    memcpy(blk, p + 2 * j, 2);
+    for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(blk + 2 + 4 * m, p + 32 + 64 * m + 4 * j, 4);
+}
+
 void ts_t16_repack_groups(uint8_t *dst, const uint8_t *src, int K, int64_t g0, int64_t g1) {
-    const int nb = K / TS_QBLOCK;
     const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K), bb = 2 + TS_QBLOCK;
     for (int64_t g = g0; g < g1; g++)
-        for (int b = 0; b < nb; b++) {
-            uint8_t *o = dst + (size_t)g * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK;
-            for (int j = 0; j < 16; j++) {
-                const uint8_t *blk = src + (size_t)(16 * g + j) * rb + (size_t)b * bb;
-                memcpy(o + 2 * j, blk, 2);
-                for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(o + 32 + 64 * m + 4 * j, blk + 2 + 4 * m, 4);
-            }
-        }
+        for (int b = 0; b < K / TS_QBLOCK; b++)
+            for (int j = 0; j < 16; j++)
+                t16_put(dst + (size_t)g * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK, j,
+                        src + (size_t)(16 * g + j) * rb + (size_t)b * bb);
 }
 
 void ts_t16_group_stored(const uint8_t *W, int K, int64_t g, uint8_t *out) {
-    const int nb = K / TS_QBLOCK;
     const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K), bb = 2 + TS_QBLOCK;
-    for (int b = 0; b < nb; b++) {
-        const uint8_t *p = W + (size_t)g * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK;
-        for (int j = 0; j < 16; j++) {
-            uint8_t *blk = out + (size_t)j * rb + (size_t)b * bb;
-            memcpy(blk, p + 2 * j, 2);
-            for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(blk + 2 + 4 * m, p + 32 + 64 * m + 4 * j, 4);
-        }
-    }
+    for (int b = 0; b < K / TS_QBLOCK; b++)
+        for (int j = 0; j < 16; j++)
+            t16_get(W + (size_t)g * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK, j, out + (size_t)j * rb + (size_t)b * bb);
 }
 
 void ts_t16_row_to_f32(const uint8_t *W, int K, int64_t n, float *out) {
     const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
-    const int j = (int)(n % 16);
     uint8_t blk[2 + TS_QBLOCK];
     for (int b = 0; b < K / TS_QBLOCK; b++) {
-        const uint8_t *p = W + (size_t)(n / 16) * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK;
-        memcpy(blk, p + 2 * j, 2);
-        for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(blk + 2 + 4 * m, p + 32 + 64 * m + 4 * j, 4);
+        t16_get(W + (size_t)(n / 16) * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK, (int)(n % 16), blk);
         ts_dtype_to_f32(TS_DTYPE_Q8_0, blk, 0, TS_QBLOCK, out + (size_t)b * TS_QBLOCK);
     }
 }

@@ -175,8 +175,8 @@ static void amx_pack_rest(amx_pack *p) {
 }
 
 /* The int32 sums of nblk blocks (4 tiles each, as stored) scaled and summed into y rows
- * [0, ms) x the columns whose bits are set in cols (bit c: column c of 32) in I16's order (d_x rows dnb apart); first: y = the sum, else y + the
- * sum. */
+ * [0, ms) x the columns whose bits are set in cols (bit c: column c of 32) in I16's order (d_x
+ * rows dnb apart); first: y = the sum, else y + the sum. */
 static inline void scale_rows(float *y, int ldy, const int32_t *C, int nblk, const float *dw, const float *dx, int dnb,
                               int ms, uint32_t cols, int first) {
     const __mmask16 m0 = (__mmask16)cols, m1 = (__mmask16)(cols >> 16);
@@ -415,9 +415,9 @@ void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *
  * to 16, at least 16), each over all of W. */
 static void t16_scales(float *dw, const uint8_t *g0, const uint8_t *g1, int nblk) {
     for (int b = 0; b < nblk; b++) {
-        _mm512_store_ps(dw + 32 * b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g0 + (size_t)b * TS_T16_GROUP_BLOCK))));
-        _mm512_store_ps(dw + 32 * b + 16,
-                        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g1 + (size_t)b * TS_T16_GROUP_BLOCK))));
+        const size_t o = (size_t)b * TS_T16_GROUP_BLOCK;
+        _mm512_store_ps(dw + 32 * b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g0 + o))));
+        _mm512_store_ps(dw + 32 * b + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g1 + o))));
     }
 }
 
@@ -464,9 +464,7 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
                         (size_t)(pkc / TS_QBLOCK) * TS_T16_GROUP_BLOCK / 64, pn, tiles * nblk);
             t16_scales(dw, g0, g1, nblk);
             amx_w w = {g0 + 32, g1 + 32, TS_T16_GROUP_BLOCK, dw};
-            amx_x xk = x;
-            xk.k0 = 0;
-            amx_step(ys, ldy, &xk, w, C, ss, (int)base, cols, k0, kc, &pf, &none, &rows);
+            amx_step(ys, ldy, &x, w, C, ss, (int)base, cols, k0, kc, &pf, &none, &rows); /* x.k0 = 0: x is whole */
         }
     }
     _tile_release();

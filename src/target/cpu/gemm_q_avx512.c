@@ -868,11 +868,11 @@ static inline __attribute__((always_inline)) void t16_quarter(float *acc, const 
         }
     }
     for (int u = 0; u < 4; u++) {
-        const int j = 4 * q + u, lane = 4 * (j % 4) + j / 4; /* ts_x16_lane for Q8_0 */
+        const int j = 4 * q + u, lane = ts_x16_lane(TS_DTYPE_Q8_0X16, j);
         __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + (size_t)u * TS_T16_GROUP_BLOCK)));
         __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[u], 8), il[u]);
-        _mm512_store_ps(acc + 16 * lane, _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b + j])),
-                                                         _mm512_load_ps(acc + 16 * lane)));
+        __m512 mv = _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b + j]));
+        _mm512_store_ps(acc + 16 * lane, _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), mv, _mm512_load_ps(acc + 16 * lane)));
     }
 }
 
@@ -884,7 +884,8 @@ static inline __attribute__((always_inline)) void t16_groups(float *y, const uin
         for (int i = 0; i < 16; i++) _mm512_store_ps(accm[r] + 16 * i, _mm512_setzero_ps());
     for (int b = 0; b < nb; b += QG)
         for (int q = 0; q < 4; q++)
-            for (int r = 0; r < R; r++) t16_quarter(accm[r], G + (size_t)r * gbytes + (size_t)b * TS_T16_GROUP_BLOCK, b, q, x, pf);
+            for (int r = 0; r < R; r++)
+                t16_quarter(accm[r], G + (size_t)r * gbytes + (size_t)b * TS_T16_GROUP_BLOCK, b, q, x, pf);
     for (int r = 0; r < R; r++) {
         __m512 acc[16];
         for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(accm[r] + 16 * i);
@@ -893,7 +894,9 @@ static inline __attribute__((always_inline)) void t16_groups(float *y, const uin
         _mm512_storeu_ps(y + 16 * r, _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
     }
 }
-static void t16_group(float *y16, const uint8_t *G, int nb, const t16x *x, ts_pf pf) { t16_groups(y16, G, 0, 1, nb, x, pf); }
+static void t16_group(float *y16, const uint8_t *G, int nb, const t16x *x, ts_pf pf) {
+    t16_groups(y16, G, 0, 1, nb, x, pf);
+}
 
 static void gemv_rows_t16(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
     const int nb = K / TS_QBLOCK;
@@ -983,13 +986,14 @@ static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, 
             for (int m = 0; m < TS_QBLOCK / 4; m++)
                 w[m] = _mm512_loadu_si512(blk + 32 + 64 * m), u[m] = _mm512_xor_si512(w[m], flip);
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            const int j = b % QG, lane = 4 * (j % 4) + j / 4; /* ts_x16_lane for Q8_0 */
+            const int j = b % QG, lane = ts_x16_lane(TS_DTYPE_Q8_0X16, j);
             for (int s = 0; s < S; s++) {
                 const t16x *x = &r->x[s];
                 __m512i ih = _mm512_setzero_si512(), il = _mm512_set1_epi32(x->ncorr[b]);
                 for (int m = 0; m < TS_QBLOCK / 4; m++) {
+                    const size_t k = (size_t)b * TS_QBLOCK + 4 * (size_t)m;
                     int32_t h, lo;
-                    memcpy(&h, x->hi + (size_t)b * TS_QBLOCK + 4 * m, 4), memcpy(&lo, x->lo + (size_t)b * TS_QBLOCK + 4 * m, 4);
+                    memcpy(&h, x->hi + k, 4), memcpy(&lo, x->lo + k, 4);
                     ih = _mm512_dpbusd_epi32(ih, u[m], _mm512_set1_epi32(h));
                     il = _mm512_dpbusd_epi32(il, _mm512_set1_epi32(lo), w[m]);
                 }
