@@ -829,7 +829,7 @@ static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, cons
  * vs 0.88, 8192 0.87 vs 0.87, but 1024 0.86-0.89 vs 0.94-0.98 (so gemm_q.c takes the tile order
  * from K = 2048). One group a pass read 0.84-0.86 at K = 2048, four a pass 0.85; one group with
  * the quarter's requests in one burst and the accumulators in registers (which spilled) decoded
- * Llama-3.2-1B Q8_0 at 0.91-0.93x the lane order's tok/s, two a pass at 0.99-1.00x (session 38). */
+ * Llama-3.2-1B Q8_0 at 0.91-0.97x the lane order's tok/s, two a pass at 0.99-1.00x (session 38). */
 typedef struct t16x {
     const uint8_t *hi, *lo;
     const int32_t *ncorr;
