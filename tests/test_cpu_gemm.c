@@ -103,18 +103,29 @@ static void check_splits(ts_cpu_variant v, int N, int K) {
     }
     ts_gemm_fn f = fn_for(v);
     f(a, N, xp, ldx, w, Kp, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
-    int parts[] = {0, 2, 5, 17, S}; /* pieces of 2, 3, 12 and 23 rows */
-    for (int i = 0; i + 1 < 5; i++) {
-        int r = parts[i + 1] - parts[i];
-        f(b + (size_t)parts[i] * N, N, xp + (size_t)parts[i] * ldx, ldx, w, Kp, r, 0, N, ts_cpu_gemm_default_tile(r, N, K));
+    /* pieces of 2, 3, 12 and 23 rows; then of every size the few-row prefill takes
+     * (gemm_few_avx512.c: 2-8) */
+    static const int parts[2][9] = {{0, 2, 5, 17, 40, -1}, {0, 2, 5, 9, 14, 20, 27, 35, 40}};
+    int same_rows = 1;
+    for (int p = 0; p < 2; p++) {
+        memset(b, 0, sizeof(float) * (size_t)S * N);
+        for (int i = 0; i + 1 < 9 && parts[p][i + 1] > 0; i++) {
+            int r = parts[p][i + 1] - parts[p][i];
+            f(b + (size_t)parts[p][i] * N, N, xp + (size_t)parts[p][i] * ldx, ldx, w, Kp, r, 0, N,
+              ts_cpu_gemm_default_tile(r, N, K));
+        }
+        same_rows &= !memcmp(a, b, sizeof(float) * (size_t)S * N);
     }
-    int same_rows = !memcmp(a, b, sizeof(float) * (size_t)S * N);
+    /* column shares of the whole call, and of a 6-row one (cut inside 16-row groups) */
     int cuts[] = {0, 5, 37, 64, 100, N};
     for (int i = 0; i + 1 < 6; i++)
         f(b, N, xp, ldx, w, Kp, S, cuts[i], cuts[i + 1], ts_cpu_gemm_default_tile(S, N, K));
     int same_cols = !memcmp(a, b, sizeof(float) * (size_t)S * N);
-    printf("  %-10s splits N=%d K=%d: rows 40 = 2 + 3 + 12 + 23 %s, column shares %s\n", name_of(v), N, K,
-           same_rows ? "bit-identical" : "DIFFER", same_cols ? "bit-identical" : "DIFFER");
+    for (int i = 0; i + 1 < 6; i++)
+        f(b, N, xp, ldx, w, Kp, 6, cuts[i], cuts[i + 1], ts_cpu_gemm_default_tile(6, N, K));
+    same_cols &= !memcmp(a, b, sizeof(float) * (size_t)6 * N);
+    printf("  %-10s splits N=%d K=%d: rows 40 = 2 + 3 + 12 + 23 and 2 + 3 + ... + 8 + 5 %s, column shares %s\n",
+           name_of(v), N, K, same_rows ? "bit-identical" : "DIFFER", same_cols ? "bit-identical" : "DIFFER");
     CHECK(same_rows && same_cols, "%s: split results differ (rows %d, columns %d)", name_of(v),
           same_rows, same_cols);
     free(x), free(xp), free(a), free(b);

@@ -60,7 +60,7 @@ static inline __m256i f32_to_bf16(__m512 v) {
 /* d[0..n) <- BF16(x) for n positions of packed FP32 x, in natural order; with parts = 3 also
  * d[kp..kp+n) <- BF16(x - that) and d[2kp..2kp+n) <- BF16 of what is still left, so that the
  * three BF16 parts sum to x within 2^-24 relative. n % 16 == 0. */
-static void x_to_bf16(uint16_t *d, int kp, int parts, const float *xp, int n) {
+void ts_cpu_x_to_bf16_avx512(uint16_t *d, int kp, int parts, const float *xp, int n) {
     const __m512i perm = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
     for (int b = 0; b < n; b += 16) {
         __m512 v = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(xp + b));
@@ -191,7 +191,7 @@ void ts_cpu_gemv_bf16x3_avx512(float *y, const float *xp, const uint16_t *W, int
         }
         x = heap;
     }
-    x_to_bf16(x, kp, 3, xp, K);
+    ts_cpu_x_to_bf16_avx512(x, kp, 3, xp, K);
     int n = n0;
     if (nr >= 4)
         for (; n + 4 <= n1; n += 4) gemv_4(y + n, x, kp, W + (size_t)n * K, K);
@@ -221,7 +221,7 @@ static void gemv_batch_bf16x3(float *y, int ldy, const float *xp, int ldx, const
         }
         x = heap;
     }
-    for (int s = 0; s < S; s++) x_to_bf16(x + (size_t)s * ld, kp, 3, xp + (size_t)s * ldx, K);
+    for (int s = 0; s < S; s++) ts_cpu_x_to_bf16_avx512(x + (size_t)s * ld, kp, 3, xp + (size_t)s * ldx, K);
     for (int n = n0; n < n1; n++) {
         const uint16_t *w = W + (size_t)n * K;
         for (int s = 0; s < S; s += 4) {
@@ -331,7 +331,7 @@ PANEL_FN(6)
 /* x rows [0, S) of packed FP32 x, positions [k0, k0 + kb), to BF16 pairs (row stride LDB). */
 static void x_block(void *xb, const float *xp, int ldx, int S, int k0, int kb) {
     for (int s = 0; s < S; s++)
-        x_to_bf16((uint16_t *)((uint32_t *)xb + (size_t)s * LDB), 0, 1, xp + (size_t)s * ldx + k0, kb);
+        ts_cpu_x_to_bf16_avx512((uint16_t *)((uint32_t *)xb + (size_t)s * LDB), 0, 1, xp + (size_t)s * ldx + k0, kb);
 }
 
 /* The same rows copied as FP32 (packed order kept): the copy's row stride is what matters,
@@ -609,18 +609,26 @@ static void decode_gemv(float *y, const float *xp, const uint16_t *W, int K, int
     else ts_cpu_gemv_bf16x3_avx512(y, xp, W, K, n0, n1, nr);
 }
 
+static int few_max(void) { /* EXPERIMENT */
+    static int v = -1;
+    if (v < 0) { const char *e = getenv("TS_FEW_MAX"); v = e ? atoi(e) : TS_GEMM512_FEW_MAX; }
+    return v;
+}
+
 void ts_cpu_gemm_bf16_avx512_dp(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
                                 int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
     if (S == 1) decode_gemv(y, xp, W, K, n0, n1, t.nr);
-    else ts_cpu_gemm_panels_avx512(&k_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
+    else if (S > few_max() || !ts_cpu_gemm_few_avx512(1, y, ldy, xp, ldx, W, K, S, n0, n1))
+        ts_cpu_gemm_panels_avx512(&k_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,
                             int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
     if (S == 1) decode_gemv(y, xp, W, K, n0, n1, t.nr);
-    else ts_cpu_gemm_panels_avx512(&k_f32, y, ldy, xp, ldx, W, K, S, n0, n1);
+    else if (S > few_max() || !ts_cpu_gemm_few_avx512(0, y, ldy, xp, ldx, W, K, S, n0, n1))
+        ts_cpu_gemm_panels_avx512(&k_f32, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
 void ts_cpu_gemm_q_panels_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K,

@@ -95,6 +95,15 @@ static inline __attribute__((always_inline)) void ts_panel_store(float *y, int l
 void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const float *xp, int ldx, const void *W,
                                int K, int S, int n0, int n1);
 
+/* d[0..n) <- BF16(x) for n positions of packed FP32 x, in natural order (n % 16 == 0); with
+ * parts = 3 also the remainders at d + kp and d + 2 kp (gemm_avx512.c). */
+void ts_cpu_x_to_bf16_avx512(uint16_t *d, int kp, int parts, const float *xp, int n);
+/* Up to this many x rows, the BF16-weight prefill runs without panels, with their bits
+ * (gemm_few_avx512.c): dp the vdpbf16ps kind, else the FP32 one. 0 where S is outside [1,
+ * TS_GEMM512_FEW_MAX] or x's memory is not there (the caller runs the panels then). */
+#define TS_GEMM512_FEW_MAX 8
+int ts_cpu_gemm_few_avx512(int dp, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
+                           int n0, int n1);
 /* The BF16-panel prefill on Q8_0 / Q4_0 weights (gemm_avx512.c), one of the kernels
  * ts_cpu_gemm_q_prefill_avx512 (gemm_q_avx512.c) runs. */
 void ts_cpu_gemm_q_bf16_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
