@@ -609,10 +609,20 @@ static void decode_gemv(float *y, const float *xp, const uint16_t *W, int K, int
     else ts_cpu_gemv_bf16x3_avx512(y, xp, W, K, n0, n1, nr);
 }
 
-static int few_max(void) { /* EXPERIMENT */
-    static int v = -1;
-    if (v < 0) { const char *e = getenv("TS_FEW_MAX"); v = e ? atoi(e) : TS_GEMM512_FEW_MAX; }
-    return v;
+/* Most x rows the few-row prefill takes (gemm_few_avx512.c): TS_GEMM512_FEW_MAX, or
+ * TESSERA_FEW_ROWS (0 = the panels always, for side-by-side measurement). The two give the
+ * same bits. */
+static int g_few_max;
+static void choose_few_max(void) {
+    const char *e = getenv("TESSERA_FEW_ROWS");
+    char *end;
+    long v = e ? strtol(e, &end, 10) : -1;
+    g_few_max = e && *e && !*end && v >= 0 && v <= TS_GEMM512_FEW_MAX ? (int)v : TS_GEMM512_FEW_MAX;
+}
+static int few_max(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, choose_few_max);
+    return g_few_max;
 }
 
 void ts_cpu_gemm_bf16_avx512_dp(float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S, int n0,

@@ -25,6 +25,8 @@
 #define FEW_PF_L1 384
 #define FEW_PF_L2 0
 
+#define FEW_HALF 8 /* x rows whose accumulators stay in registers while 16 pair vectors are live */
+
 typedef union {
     __m512i i;
     __m512bh h;
@@ -42,7 +44,7 @@ static inline __attribute__((always_inline)) void few_group(float *y, int ldy, c
     for (int k0 = 0; k0 < K; k0 += kb) {
         int ke = K - k0 < kb ? K : k0 + kb;
         __m512 acc[TS_GEMM512_FEW_MAX];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int s = 0; s < X; s++) acc[s] = _mm512_setzero_ps();
         for (int b = k0; b < ke; b += 32) {
             const int full = ke - b >= 32; /* else 16 positions (K % 16 == 0): 8 pairs */
@@ -58,35 +60,39 @@ static inline __attribute__((always_inline)) void few_group(float *y, int ldy, c
                 } else r[i] = _mm512_setzero_si512();
             }
             ts_transpose16_epi32(r); /* r[p]: pair p (positions b + 2p, b + 2p + 1) of the 16 rows */
-            if (dp) {
-                const uint32_t *xs = (const uint32_t *)x + b / 2;
-#pragma GCC unroll 16
-                for (int p = 0; p < 16; p++) {
-                    if (p == 8 && !full) break;
-                    fv512 w = {.i = r[p]};
-#pragma GCC unroll 8
-                    for (int s = 0; s < X; s++) {
-                        fv512 xv = {.i = _mm512_set1_epi32((int)xs[(size_t)s * ldb + p])};
-                        acc[s] = _mm512_dpbf16_ps(acc[s], xv.h, w.h);
-                    }
-                }
-                continue;
-            }
-            const float *xs = (const float *)x + b;
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) { /* each 16-block: even positions (low halves), then odd */
-                if (h == 1 && !full) break;
+            for (int s0 = 0; s0 < X; s0 += FEW_HALF) { /* x rows in sets of up to 8 (registers) */
+                const int s1 = X - s0 < FEW_HALF ? X : s0 + FEW_HALF;
+                if (dp) {
+                    const uint32_t *xs = (const uint32_t *)x + b / 2;
 #pragma GCC unroll 16
-                for (int q = 0; q < 16; q++) {
-                    __m512i v = r[8 * h + q % 8];
-                    __m512 w = _mm512_castsi512_ps(q < 8 ? _mm512_slli_epi32(v, 16) : _mm512_and_si512(v, odd));
+                    for (int p = 0; p < 16; p++) {
+                        if (p == 8 && !full) break;
+                        fv512 w = {.i = r[p]};
 #pragma GCC unroll 8
-                    for (int s = 0; s < X; s++)
-                        acc[s] = _mm512_fmadd_ps(_mm512_set1_ps(xs[(size_t)s * ldb + 16 * h + q]), w, acc[s]);
+                        for (int s = s0; s < s1; s++) {
+                            fv512 xv = {.i = _mm512_set1_epi32((int)xs[(size_t)s * ldb + p])};
+                            acc[s] = _mm512_dpbf16_ps(acc[s], xv.h, w.h);
+                        }
+                    }
+                    continue;
+                }
+                const float *xs = (const float *)x + b;
+#pragma GCC unroll 2
+                for (int h = 0; h < 2; h++) { /* each 16-block: even positions (low halves), then odd */
+                    if (h == 1 && !full) break;
+#pragma GCC unroll 16
+                    for (int q = 0; q < 16; q++) {
+                        __m512i v = r[8 * h + q % 8];
+                        __m512 w = _mm512_castsi512_ps(q < 8 ? _mm512_slli_epi32(v, 16) : _mm512_and_si512(v, odd));
+#pragma GCC unroll 8
+                        for (int s = s0; s < s1; s++)
+                            acc[s] = _mm512_fmadd_ps(_mm512_set1_ps(xs[(size_t)s * ldb + 16 * h + q]), w, acc[s]);
+                    }
                 }
             }
         }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int s = 0; s < X; s++) {
             float *d = y + (size_t)s * ldy + n;
             __m512 v = k0 ? _mm512_add_ps(_mm512_maskz_loadu_ps(rows, d), acc[s]) : acc[s];
@@ -112,9 +118,17 @@ FEW_FN(5)
 FEW_FN(6)
 FEW_FN(7)
 FEW_FN(8)
+FEW_FN(9)
+FEW_FN(10)
+FEW_FN(11)
+FEW_FN(12)
+FEW_FN(13)
+FEW_FN(14)
+FEW_FN(15)
+FEW_FN(16)
 #undef FEW_FN
 static void (*const k_few[TS_GEMM512_FEW_MAX + 1])(float *, int, const void *, size_t, const uint16_t *, int, int,
-                                                    int, int) = {0, few_1, few_2, few_3, few_4, few_5, few_6, few_7, few_8};
+                                                    int, int) = {0, few_1, few_2, few_3, few_4, few_5, few_6, few_7, few_8, few_9, few_10, few_11, few_12, few_13, few_14, few_15, few_16};
 
 int ts_cpu_gemm_few_avx512(int dp, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
                            int n0, int n1) {

@@ -101,7 +101,7 @@ void ts_cpu_x_to_bf16_avx512(uint16_t *d, int kp, int parts, const float *xp, in
 /* Up to this many x rows, the BF16-weight prefill runs without panels, with their bits
  * (gemm_few_avx512.c): dp the vdpbf16ps kind, else the FP32 one. 0 where S is outside [1,
  * TS_GEMM512_FEW_MAX] or x's memory is not there (the caller runs the panels then). */
-#define TS_GEMM512_FEW_MAX 8
+#define TS_GEMM512_FEW_MAX 16
 int ts_cpu_gemm_few_avx512(int dp, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
                            int n0, int n1);
 /* The BF16-panel prefill on Q8_0 / Q4_0 weights (gemm_avx512.c), one of the kernels
