@@ -62,15 +62,21 @@ void ts_cpu_gemm_bf16_scalar(float *y, int ldy, const float *xp, int ldx, const 
 }
 
 ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v) {
-    /* both per-core choices made here, at session creation, before any thread runs a GEMM */
-    if (v >= TS_CPU_AVX512BF16) (void)ts_cpu_avx512_decode_f32();
+    /* the per-core and per-process choices made here, at session creation, before any thread
+     * runs a GEMM */
+    if (v >= TS_CPU_AVX512BF16) (void)ts_cpu_avx512_decode_f32(), (void)ts_cpu_avx512_few_rows();
     if (v >= TS_CPU_AVX512BF16) return ts_cpu_avx512_prefill_f32() ? ts_cpu_gemm_f32_avx512 : ts_cpu_gemm_bf16_avx512_dp;
     return v >= TS_CPU_AVX2 ? ts_cpu_gemm_bf16_avx2 : ts_cpu_gemm_bf16_scalar;
 }
 
 const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v) {
-    if (v >= TS_CPU_AVX512BF16)
-        return ts_cpu_avx512_prefill_f32() ? "FP32 FMA zmm, FP32 activations" : "vdpbf16ps zmm, BF16-rounded activations";
+    if (v >= TS_CPU_AVX512BF16) {
+        int f32 = ts_cpu_avx512_prefill_f32(), few = ts_cpu_avx512_few_rows() > 0;
+        if (few)
+            return f32 ? "FP32 FMA zmm, FP32 activations (2-16 rows without panels)"
+                       : "vdpbf16ps zmm, BF16-rounded activations (2-16 rows without panels)";
+        return f32 ? "FP32 FMA zmm, FP32 activations" : "vdpbf16ps zmm, BF16-rounded activations";
+    }
     return v >= TS_CPU_AVX2 ? "FP32 FMA ymm, FP32 activations" : "scalar FP32";
 }
 

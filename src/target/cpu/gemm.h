@@ -59,6 +59,9 @@ void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const u
  * is at least 1.25x faster: it is the more accurate of the two. TESSERA_AVX512_PREFILL=bf16 or
  * f32 overrides (side-by-side measurements, tests of both). */
 int ts_cpu_avx512_prefill_f32(void);
+/* Most x rows the AVX-512 BF16-weight prefill runs without panels (gemm_few_avx512.c), same bits:
+ * 16, or TESSERA_FEW_ROWS (0..16; 0 = the panels always). */
+int ts_cpu_avx512_few_rows(void);
 
 /* The two avx512bf16 decode GEMVs (S == 1; xp packed, K % 16 == 0), which both prefill
  * entry points above run for one row: _bf16x3 multiplies x split into three BF16 parts with

@@ -609,9 +609,7 @@ static void decode_gemv(float *y, const float *xp, const uint16_t *W, int K, int
     else ts_cpu_gemv_bf16x3_avx512(y, xp, W, K, n0, n1, nr);
 }
 
-/* Most x rows the few-row prefill takes (gemm_few_avx512.c): TS_GEMM512_FEW_MAX, or
- * TESSERA_FEW_ROWS (0 = the panels always, for side-by-side measurement). The two give the
- * same bits. */
+/* gemm.h; the variable exists for side-by-side measurement (the two paths give the same bits) */
 static int g_few_max;
 static void choose_few_max(void) {
     const char *e = getenv("TESSERA_FEW_ROWS");
@@ -619,7 +617,7 @@ static void choose_few_max(void) {
     long v = e ? strtol(e, &end, 10) : -1;
     g_few_max = e && *e && !*end && v >= 0 && v <= TS_GEMM512_FEW_MAX ? (int)v : TS_GEMM512_FEW_MAX;
 }
-static int few_max(void) {
+int ts_cpu_avx512_few_rows(void) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, choose_few_max);
     return g_few_max;
@@ -629,7 +627,7 @@ void ts_cpu_gemm_bf16_avx512_dp(float *y, int ldy, const float *xp, int ldx, con
                                 int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
     if (S == 1) decode_gemv(y, xp, W, K, n0, n1, t.nr);
-    else if (S > few_max() || !ts_cpu_gemm_few_avx512(1, y, ldy, xp, ldx, W, K, S, n0, n1))
+    else if (S > ts_cpu_avx512_few_rows() || !ts_cpu_gemm_few_avx512(1, y, ldy, xp, ldx, W, K, S, n0, n1))
         ts_cpu_gemm_panels_avx512(&k_bf16, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
@@ -637,7 +635,7 @@ void ts_cpu_gemm_f32_avx512(float *y, int ldy, const float *xp, int ldx, const u
                             int n1, ts_gemm_tile t) {
     if (n0 >= n1 || S < 1) return;
     if (S == 1) decode_gemv(y, xp, W, K, n0, n1, t.nr);
-    else if (S > few_max() || !ts_cpu_gemm_few_avx512(0, y, ldy, xp, ldx, W, K, S, n0, n1))
+    else if (S > ts_cpu_avx512_few_rows() || !ts_cpu_gemm_few_avx512(0, y, ldy, xp, ldx, W, K, S, n0, n1))
         ts_cpu_gemm_panels_avx512(&k_f32, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 
