@@ -2,6 +2,8 @@
  * vector kernels), and the variant table. */
 #include "target/cpu/gemm.h"
 
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,13 +71,22 @@ ts_gemm_fn ts_cpu_gemm_for(ts_cpu_variant v) {
     return v >= TS_CPU_AVX2 ? ts_cpu_gemm_bf16_avx2 : ts_cpu_gemm_bf16_scalar;
 }
 
+/* The AVX-512 prefill's name: its kind, and the rows it runs without panels (a process's
+ * choices, fixed once made). */
+static char name_avx512_prefill[128];
+static void avx512_prefill_name(void) {
+    const char *kind = ts_cpu_avx512_prefill_f32() ? "FP32 FMA zmm, FP32 activations"
+                                                   : "vdpbf16ps zmm, BF16-rounded activations";
+    int few = ts_cpu_avx512_few_rows();
+    if (few >= 2) snprintf(name_avx512_prefill, sizeof name_avx512_prefill, "%s (2-%d rows without panels)", kind, few);
+    else snprintf(name_avx512_prefill, sizeof name_avx512_prefill, "%s", kind);
+}
+
 const char *ts_cpu_prefill_kernel_name(ts_cpu_variant v) {
     if (v >= TS_CPU_AVX512BF16) {
-        int f32 = ts_cpu_avx512_prefill_f32(), few = ts_cpu_avx512_few_rows() > 0;
-        if (few)
-            return f32 ? "FP32 FMA zmm, FP32 activations (2-16 rows without panels)"
-                       : "vdpbf16ps zmm, BF16-rounded activations (2-16 rows without panels)";
-        return f32 ? "FP32 FMA zmm, FP32 activations" : "vdpbf16ps zmm, BF16-rounded activations";
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, avx512_prefill_name);
+        return name_avx512_prefill;
     }
     return v >= TS_CPU_AVX2 ? "FP32 FMA ymm, FP32 activations" : "scalar FP32";
 }

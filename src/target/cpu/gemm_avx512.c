@@ -436,11 +436,11 @@ static void pack_panel_q4x16_bf16(void *P, const void *W, int K, int n, int nv, 
 static const ts_panel_ops k_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel,
                                  {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}, TS_DTYPE_BF16, NULL};
 #define F32_TILES {0, panel_f32_1, panel_f32_2, panel_f32_3, panel_f32_4, panel_f32_5, panel_f32_6}
-static const ts_panel_ops k_f32 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_f32, F32_TILES, TS_DTYPE_BF16, NULL};
-static const ts_panel_ops k_q8 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8, F32_TILES, TS_DTYPE_Q8_0, NULL};
-static const ts_panel_ops k_q4 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4, F32_TILES, TS_DTYPE_Q4_0, NULL};
-static const ts_panel_ops k_q8x16 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q8x16, F32_TILES, TS_DTYPE_Q8_0X16, NULL};
-static const ts_panel_ops k_q4x16 = {TS_GEMM512_KB / 2, 1, x_block_f32, pack_panel_q4x16, F32_TILES, TS_DTYPE_Q4_0X16, NULL};
+static const ts_panel_ops k_f32 = {TS_GEMM512_KB_F32, 1, x_block_f32, pack_panel_f32, F32_TILES, TS_DTYPE_BF16, NULL};
+static const ts_panel_ops k_q8 = {TS_GEMM512_KB_F32, 1, x_block_f32, pack_panel_q8, F32_TILES, TS_DTYPE_Q8_0, NULL};
+static const ts_panel_ops k_q4 = {TS_GEMM512_KB_F32, 1, x_block_f32, pack_panel_q4, F32_TILES, TS_DTYPE_Q4_0, NULL};
+static const ts_panel_ops k_q8x16 = {TS_GEMM512_KB_F32, 1, x_block_f32, pack_panel_q8x16, F32_TILES, TS_DTYPE_Q8_0X16, NULL};
+static const ts_panel_ops k_q4x16 = {TS_GEMM512_KB_F32, 1, x_block_f32, pack_panel_q4x16, F32_TILES, TS_DTYPE_Q4_0X16, NULL};
 #define BF16_TILES {0, panel_1, panel_2, panel_3, panel_4, panel_5, panel_6}
 static const ts_panel_ops k_q8_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q8_bf16, BF16_TILES, TS_DTYPE_Q8_0, NULL};
 static const ts_panel_ops k_q4_bf16 = {TS_GEMM512_KB, 2, x_block, pack_panel_q4_bf16, BF16_TILES, TS_DTYPE_Q4_0, NULL};

@@ -4,8 +4,8 @@
  * A panel call packs every W row it reads into an L1 buffer (a 16 x 16 transpose per 16 rows
  * and 32 positions, and for the FP32 kind a widening and a second buffer pass) and then runs
  * its tiles; with 2-8 x rows the packing is most of the work, so a 2-4 token prompt on
- * Llama-3.2-1B BF16 took 1.35-1.5 decode steps where reading W once takes one (0.80-0.83x
- * llama.cpp, session 39). Here the same transpose stays in registers and is consumed at once:
+ * Llama-3.2-1B BF16 took 1.35-1.5 decode steps where reading W once takes one (0.84-0.86x
+ * llama.cpp side by side on an Intel Xeon, session 39). Here the same transpose stays in registers and is consumed at once:
  * per 16 W rows and 32 positions, 16 vectors, vector p holding BF16 pair p of the 16 rows (the
  * panel's layout), each multiplied into every x row's accumulator. Each output is the panel's
  * computation step by step: per K block a running sum from zero over the block's positions in
@@ -21,11 +21,13 @@
 #include "target/cpu/transpose_avx512.h"
 
 /* W rows are read 16 at a time, each its own stream: each row's line this many bytes ahead is
- * requested into L2 and the nearer one into L1 (one of each per row and 32 positions). */
+ * requested into L1, one request per row and 32 positions. Requests into L2 as well (1-2 KiB
+ * ahead) made 2-8 token prompts 10-20% slower (docs/performance.md, session 39). */
 #define FEW_PF_L1 384
-#define FEW_PF_L2 0
-
-#define FEW_HALF 8 /* x rows whose accumulators stay in registers while 16 pair vectors are live */
+/* x rows whose accumulators are in registers at a time: 8 beside the 16 pair vectors. From 9
+ * rows the pair vectors are run twice, once per set, the other set's accumulators in memory
+ * (the compiler's spills). */
+#define FEW_HALF 8
 
 typedef union {
     __m512i i;
@@ -54,8 +56,7 @@ static inline __attribute__((always_inline)) void few_group(float *y, int ldy, c
             for (int i = 0; i < 16; i++) {
                 const uint16_t *p = w0 + (size_t)i * K + b;
                 if (i < nv) {
-                    if (FEW_PF_L2) __builtin_prefetch((const char *)p + FEW_PF_L2, 0, 2);
-                    if (FEW_PF_L1) __builtin_prefetch((const char *)p + FEW_PF_L1, 0, 3);
+                    __builtin_prefetch((const char *)p + FEW_PF_L1, 0, 3);
                     r[i] = _mm512_maskz_loadu_epi16(m, p);
                 } else r[i] = _mm512_setzero_si512();
             }
@@ -107,10 +108,9 @@ static inline __attribute__((always_inline)) void few_group(float *y, int ldy, c
         for (int n = n0; n < n1; n += 16) {                                                                \
             int nv = n1 - n < 16 ? n1 - n : 16;                                                            \
             if (dp) few_group(y, ldy, x, ldb, W, K, n, nv, X, 1, TS_GEMM512_KB);                           \
-            else few_group(y, ldy, x, ldb, W, K, n, nv, X, 0, TS_GEMM512_KB / 2);                          \
+            else few_group(y, ldy, x, ldb, W, K, n, nv, X, 0, TS_GEMM512_KB_F32);                           \
         }                                                                                                  \
     }
-FEW_FN(1)
 FEW_FN(2)
 FEW_FN(3)
 FEW_FN(4)
@@ -128,17 +128,20 @@ FEW_FN(15)
 FEW_FN(16)
 #undef FEW_FN
 static void (*const k_few[TS_GEMM512_FEW_MAX + 1])(float *, int, const void *, size_t, const uint16_t *, int, int,
-                                                    int, int) = {0, few_1, few_2, few_3, few_4, few_5, few_6, few_7, few_8, few_9, few_10, few_11, few_12, few_13, few_14, few_15, few_16};
+                                                    int, int) = {0,      0,      few_2,  few_3,  few_4,  few_5,
+                                                                 few_6,  few_7,  few_8,  few_9,  few_10, few_11,
+                                                                 few_12, few_13, few_14, few_15, few_16};
 
 int ts_cpu_gemm_few_avx512(int dp, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
                            int n0, int n1) {
-    if (S < 1 || S > TS_GEMM512_FEW_MAX) return 0;
+    if (S < 2 || S > TS_GEMM512_FEW_MAX) return 0;
     if (!dp) {
         k_few[S](y, ldy, xp, (size_t)ldx, W, K, n0, n1, 0);
         return 1;
     }
     /* x rounded to BF16 pairs once per call, as the panels' x blocks (natural order) */
-    size_t ldb = ((size_t)K / 2 + 15) / 16 * 16 + 16; /* pairs; + 16: rows not 4 KiB multiples apart */
+    size_t ldb = ((size_t)K / 2 + 15) / 16 * 16; /* pairs */
+    if (ldb % 1024 == 0) ldb += 16;                /* rows not 4 KiB multiples apart (L1 sets) */
     uint32_t *xb = aligned_alloc(64, sizeof(uint32_t) * ldb * (size_t)S);
     if (!xb) return 0;
     for (int s = 0; s < S; s++) ts_cpu_x_to_bf16_avx512((uint16_t *)(xb + (size_t)s * ldb), 0, 1, xp + (size_t)s * ldx, K);

@@ -14,6 +14,8 @@
 #ifndef TS_GEMM512_KB
 #define TS_GEMM512_KB 256 /* K positions per block: a 64 x 128-pair panel is 32 KiB */
 #endif
+/* K positions per block of the FP32 panels (one FP32 weight per position: the same 32 KiB) */
+#define TS_GEMM512_KB_F32 (TS_GEMM512_KB / 2)
 #define TS_PANEL_N 64 /* W rows per panel: four 16-lane vectors */
 #define TS_PANEL_MR 6 /* most x rows per register tile */
 /* 4-byte words of the panel buffer (32 KiB) and of one x row of a prepared block: the row
@@ -98,8 +100,8 @@ void ts_cpu_gemm_panels_avx512(const ts_panel_ops *o, float *y, int ldy, const f
 /* d[0..n) <- BF16(x) for n positions of packed FP32 x, in natural order (n % 16 == 0); with
  * parts = 3 also the remainders at d + kp and d + 2 kp (gemm_avx512.c). */
 void ts_cpu_x_to_bf16_avx512(uint16_t *d, int kp, int parts, const float *xp, int n);
-/* Up to this many x rows, the BF16-weight prefill runs without panels, with their bits
- * (gemm_few_avx512.c): dp the vdpbf16ps kind, else the FP32 one. 0 where S is outside [1,
+/* From 2 up to this many x rows, the BF16-weight prefill runs without panels, with their bits
+ * (gemm_few_avx512.c): dp the vdpbf16ps kind, else the FP32 one. 0 where S is outside [2,
  * TS_GEMM512_FEW_MAX] or x's memory is not there (the caller runs the panels then). */
 #define TS_GEMM512_FEW_MAX 16
 int ts_cpu_gemm_few_avx512(int dp, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
