@@ -24,119 +24,127 @@
  * requested into L1, one request per row and 32 positions. Requests into L2 as well (1-2 KiB
  * ahead) made 2-8 token prompts 10-20% slower (docs/performance.md, session 39). */
 #define FEW_PF_L1 384
-/* x rows whose accumulators are in registers at a time: 8 beside the 16 pair vectors. From 9
- * rows the pair vectors are run twice, once per set, the other set's accumulators in memory
- * (the compiler's spills). */
-#define FEW_HALF 8
+/* x rows whose accumulators are in registers at a time: 8 beside the weight vector and the
+ * broadcasts; more rows run in sets of 8 over the same weights. */
+#define FEW_SET 8
 
 typedef union {
     __m512i i;
     __m512bh h;
+    __m512 f;
 } fv512;
 
-/* 16 W rows [n, n + nv) against X x rows (X a constant) over all of K, in K blocks of kb
- * positions (the kind's panel block). dp: x as BF16 pairs (xb, row stride ldb pairs),
- * vdpbf16ps; else FP32 FMA on x packed (xp, row stride ldb floats). */
-static inline __attribute__((always_inline)) void few_group(float *y, int ldy, const void *x, size_t ldb,
-                                                            const uint16_t *W, int K, int n, int nv, int X,
-                                                            int dp, int kb) {
-    const __mmask16 rows = (__mmask16)((1u << nv) - 1);
+/* One set of XS (a constant) x rows against a K block's transposed pairs rm (pair p of the 16
+ * W rows, ng 8-pair groups), stored to (first) or added to y's rows (rows: the W rows that
+ * exist). Each accumulator is one output per lane whose running sum takes the panel's steps in
+ * order from zero: the pairs in order (dp); per 16 positions the 8 even ones (low halves
+ * widened), then the 8 odd (FP32). Out of line and with only XS a constant, so the object
+ * stays small: with the whole call inlined per x row count, gcc took over 5 minutes and clang
+ * over 10 to compile this file under ASan. */
+static inline __attribute__((always_inline)) void few_set(float *y, int ldy, __mmask16 rows, int first,
+                                                          const __m512i *rm, int ng, const void *x, size_t ldb,
+                                                          int XS, int dp) {
     const __m512i odd = _mm512_set1_epi32((int)0xffff0000u);
-    const uint16_t *w0 = W + (size_t)n * K;
-    for (int k0 = 0; k0 < K; k0 += kb) {
-        int ke = K - k0 < kb ? K : k0 + kb;
-        __m512 acc[TS_GEMM512_FEW_MAX];
-#pragma GCC unroll 16
-        for (int s = 0; s < X; s++) acc[s] = _mm512_setzero_ps();
-        for (int b = k0; b < ke; b += 32) {
-            const int full = ke - b >= 32; /* else 16 positions (K % 16 == 0): 8 pairs */
-            const __mmask32 m = full ? 0xffffffffu : 0xffffu;
-            __m512i r[16];
-#pragma GCC unroll 16
-            for (int i = 0; i < 16; i++) {
-                const uint16_t *p = w0 + (size_t)i * K + b;
-                if (i < nv) {
-                    __builtin_prefetch((const char *)p + FEW_PF_L1, 0, 3);
-                    r[i] = _mm512_maskz_loadu_epi16(m, p);
-                } else r[i] = _mm512_setzero_si512();
-            }
-            ts_transpose16_epi32(r); /* r[p]: pair p (positions b + 2p, b + 2p + 1) of the 16 rows */
-#pragma GCC unroll 2
-            for (int s0 = 0; s0 < X; s0 += FEW_HALF) { /* x rows in sets of up to 8 (registers) */
-                const int s1 = X - s0 < FEW_HALF ? X : s0 + FEW_HALF;
-                if (dp) {
-                    const uint32_t *xs = (const uint32_t *)x + b / 2;
-#pragma GCC unroll 16
-                    for (int p = 0; p < 16; p++) {
-                        if (p == 8 && !full) break;
-                        fv512 w = {.i = r[p]};
+    __m512 acc[FEW_SET];
 #pragma GCC unroll 8
-                        for (int s = s0; s < s1; s++) {
-                            fv512 xv = {.i = _mm512_set1_epi32((int)xs[(size_t)s * ldb + p])};
-                            acc[s] = _mm512_dpbf16_ps(acc[s], xv.h, w.h);
-                        }
-                    }
-                    continue;
-                }
-                const float *xs = (const float *)x + b;
-#pragma GCC unroll 2
-                for (int h = 0; h < 2; h++) { /* each 16-block: even positions (low halves), then odd */
-                    if (h == 1 && !full) break;
-#pragma GCC unroll 16
-                    for (int q = 0; q < 16; q++) {
-                        __m512i v = r[8 * h + q % 8];
-                        __m512 w = _mm512_castsi512_ps(q < 8 ? _mm512_slli_epi32(v, 16) : _mm512_and_si512(v, odd));
+    for (int s = 0; s < XS; s++) acc[s] = _mm512_setzero_ps();
+    for (int g = 0; g < ng; g++) {
+        __m512i v[8];
 #pragma GCC unroll 8
-                        for (int s = s0; s < s1; s++)
-                            acc[s] = _mm512_fmadd_ps(_mm512_set1_ps(xs[(size_t)s * ldb + 16 * h + q]), w, acc[s]);
-                    }
+        for (int q = 0; q < 8; q++) v[q] = _mm512_load_si512(rm + 8 * g + q);
+        if (dp) {
+            const uint32_t *xg = (const uint32_t *)x + 8 * g;
+#pragma GCC unroll 8
+            for (int q = 0; q < 8; q++) {
+                fv512 w = {.i = v[q]};
+#pragma GCC unroll 8
+                for (int s = 0; s < XS; s++) {
+                    fv512 xv = {.i = _mm512_set1_epi32((int)xg[(size_t)s * ldb + q])};
+                    acc[s] = _mm512_dpbf16_ps(acc[s], xv.h, w.h);
                 }
             }
+            continue;
         }
+        const float *xg = (const float *)x + 16 * g;
 #pragma GCC unroll 16
-        for (int s = 0; s < X; s++) {
-            float *d = y + (size_t)s * ldy + n;
-            __m512 v = k0 ? _mm512_add_ps(_mm512_maskz_loadu_ps(rows, d), acc[s]) : acc[s];
-            _mm512_mask_storeu_ps(d, rows, v);
+        for (int q = 0; q < 16; q++) {
+            __m512 w = _mm512_castsi512_ps(q < 8 ? _mm512_slli_epi32(v[q], 16) : _mm512_and_si512(v[q - 8], odd));
+#pragma GCC unroll 8
+            for (int s = 0; s < XS; s++) acc[s] = _mm512_fmadd_ps(_mm512_set1_ps(xg[(size_t)s * ldb + q]), w, acc[s]);
         }
+    }
+#pragma GCC unroll 8
+    for (int s = 0; s < XS; s++) {
+        float *d = y + (size_t)s * ldy;
+        _mm512_mask_storeu_ps(d, rows, first ? acc[s] : _mm512_add_ps(_mm512_maskz_loadu_ps(rows, d), acc[s]));
     }
 }
 
-#define FEW_FN(X)                                                                                          \
-    static void few_##X(float *y, int ldy, const void *x, size_t ldb, const uint16_t *W, int K, int n0,   \
-                        int n1, int dp) {                                                                  \
-        for (int n = n0; n < n1; n += 16) {                                                                \
-            int nv = n1 - n < 16 ? n1 - n : 16;                                                            \
-            if (dp) few_group(y, ldy, x, ldb, W, K, n, nv, X, 1, TS_GEMM512_KB);                           \
-            else few_group(y, ldy, x, ldb, W, K, n, nv, X, 0, TS_GEMM512_KB_F32);                           \
-        }                                                                                                  \
+typedef void (*few_set_fn)(float *y, int ldy, __mmask16 rows, int first, const __m512i *rm, int ng, const void *x,
+                           size_t ldb);
+#define FEW_SET_FN(XS)                                                                                     \
+    static void set_dp_##XS(float *y, int ldy, __mmask16 rows, int first, const __m512i *rm, int ng,       \
+                            const void *x, size_t ldb) {                                                   \
+        few_set(y, ldy, rows, first, rm, ng, x, ldb, XS, 1);                                               \
+    }                                                                                                      \
+    static void set_f32_##XS(float *y, int ldy, __mmask16 rows, int first, const __m512i *rm, int ng,      \
+                             const void *x, size_t ldb) {                                                  \
+        few_set(y, ldy, rows, first, rm, ng, x, ldb, XS, 0);                                               \
     }
-FEW_FN(2)
-FEW_FN(3)
-FEW_FN(4)
-FEW_FN(5)
-FEW_FN(6)
-FEW_FN(7)
-FEW_FN(8)
-FEW_FN(9)
-FEW_FN(10)
-FEW_FN(11)
-FEW_FN(12)
-FEW_FN(13)
-FEW_FN(14)
-FEW_FN(15)
-FEW_FN(16)
-#undef FEW_FN
-static void (*const k_few[TS_GEMM512_FEW_MAX + 1])(float *, int, const void *, size_t, const uint16_t *, int, int,
-                                                    int, int) = {0,      0,      few_2,  few_3,  few_4,  few_5,
-                                                                 few_6,  few_7,  few_8,  few_9,  few_10, few_11,
-                                                                 few_12, few_13, few_14, few_15, few_16};
+FEW_SET_FN(1)
+FEW_SET_FN(2)
+FEW_SET_FN(3)
+FEW_SET_FN(4)
+FEW_SET_FN(5)
+FEW_SET_FN(6)
+FEW_SET_FN(7)
+FEW_SET_FN(8)
+#undef FEW_SET_FN
+static const few_set_fn k_set[2][FEW_SET + 1] = {
+    {0, set_f32_1, set_f32_2, set_f32_3, set_f32_4, set_f32_5, set_f32_6, set_f32_7, set_f32_8},
+    {0, set_dp_1, set_dp_2, set_dp_3, set_dp_4, set_dp_5, set_dp_6, set_dp_7, set_dp_8}};
+
+/* W rows [n0, n1) against S x rows, 16 W rows at a time over all of K, in K blocks of kb
+ * positions (the kind's panel block). dp: x as BF16 pairs (row stride ldb pairs), vdpbf16ps;
+ * else FP32 FMA on x packed (row stride ldb floats). Per 32 positions the 16 rows are loaded
+ * and transposed (vector p: pair p of the 16 rows, the panel's layout, 2 KiB), a K block's
+ * pairs (at most 8 KiB) gathered in rm; then each set of up to 8 x rows runs over them. */
+static void few_rows(float *y, int ldy, const void *x, size_t ldb, const uint16_t *W, int K, int S, int n0, int n1,
+                     int dp) {
+    const int kb = dp ? TS_GEMM512_KB : TS_GEMM512_KB_F32;
+    __m512i rm[TS_GEMM512_KB / 2];
+    for (int n = n0; n < n1; n += 16) {
+        const int nv = n1 - n < 16 ? n1 - n : 16;
+        const __mmask16 rows = (__mmask16)((1u << nv) - 1);
+        const uint16_t *w0 = W + (size_t)n * K;
+        for (int k0 = 0; k0 < K; k0 += kb) {
+            const int ke = K - k0 < kb ? K : k0 + kb;
+            for (int b = k0; b < ke; b += 32) {
+                const __mmask32 m = ke - b >= 32 ? 0xffffffffu : 0xffffu; /* else 16 positions: 8 pairs */
+                __m512i r[16];
+                for (int i = 0; i < 16; i++) { /* rows past nv: a zero mask reads nothing */
+                    const uint16_t *p = w0 + (size_t)i * K + b;
+                    __builtin_prefetch((const char *)p + FEW_PF_L1, 0, 3);
+                    r[i] = _mm512_maskz_loadu_epi16(i < nv ? m : 0, p);
+                }
+                ts_transpose16_epi32(r);
+                for (int p = 0; p < 16; p++) _mm512_store_si512(rm + (b - k0) / 2 + p, r[p]);
+            }
+            for (int s0 = 0; s0 < S; s0 += FEW_SET) {
+                const int xs = S - s0 < FEW_SET ? S - s0 : FEW_SET;
+                const void *xr = dp ? (const void *)((const uint32_t *)x + (size_t)s0 * ldb + k0 / 2)
+                                    : (const void *)((const float *)x + (size_t)s0 * ldb + k0);
+                k_set[dp][xs](y + (size_t)s0 * ldy + n, ldy, rows, k0 == 0, rm, (ke - k0) / 16, xr, ldb);
+            }
+        }
+    }
+}
 
 int ts_cpu_gemm_few_avx512(int dp, float *y, int ldy, const float *xp, int ldx, const uint16_t *W, int K, int S,
                            int n0, int n1) {
     if (S < 2 || S > TS_GEMM512_FEW_MAX) return 0;
     if (!dp) {
-        k_few[S](y, ldy, xp, (size_t)ldx, W, K, n0, n1, 0);
+        few_rows(y, ldy, xp, (size_t)ldx, W, K, S, n0, n1, 0);
         return 1;
     }
     /* x rounded to BF16 pairs once per call, as the panels' x blocks (natural order) */
@@ -145,7 +153,7 @@ int ts_cpu_gemm_few_avx512(int dp, float *y, int ldy, const float *xp, int ldx, 
     uint32_t *xb = aligned_alloc(64, sizeof(uint32_t) * ldb * (size_t)S);
     if (!xb) return 0;
     for (int s = 0; s < S; s++) ts_cpu_x_to_bf16_avx512((uint16_t *)(xb + (size_t)s * ldb), 0, 1, xp + (size_t)s * ldx, K);
-    k_few[S](y, ldy, xb, ldb, W, K, n0, n1, 1);
+    few_rows(y, ldy, xb, ldb, W, K, S, n0, n1, 1);
     free(xb);
     return 1;
 }
