@@ -34,17 +34,64 @@ typedef union {
     __m512 f;
 } fv512;
 
-/* One set of XS (a constant) x rows against a K block's transposed pairs rm (pair p of the 16
- * W rows, ng 8-pair groups), stored to (first) or added to y's rows (rows: the W rows that
- * exist). Each accumulator is one output per lane whose running sum takes the panel's steps in
- * order from zero: the pairs in order (dp); per 16 positions the 8 even ones (low halves
- * widened), then the 8 odd (FP32). Out of line and with only XS a constant, so the object
- * stays small: with the whole call inlined per x row count, gcc took over 5 minutes and clang
- * over 10 to compile this file under ASan. */
+/* XS (a constant) x rows' accumulators through 8 pairs v of the 16 W rows (x at xg: BF16 pairs
+ * or packed FP32 from the pairs' first position, rows ldb apart). Each accumulator is one
+ * output per lane whose running sum takes the panel's steps in order: the pairs in order (dp);
+ * the 8 even positions (low halves widened), then the 8 odd (FP32). */
+static inline __attribute__((always_inline)) void few_pairs8(__m512 *acc, const __m512i *v, const void *xg,
+                                                             size_t ldb, int XS, int dp) {
+    if (dp) {
+#pragma GCC unroll 8
+        for (int q = 0; q < 8; q++) {
+            fv512 w = {.i = v[q]};
+#pragma GCC unroll 8
+            for (int s = 0; s < XS; s++) {
+                fv512 xv = {.i = _mm512_set1_epi32((int)((const uint32_t *)xg)[(size_t)s * ldb + q])};
+                acc[s] = _mm512_dpbf16_ps(acc[s], xv.h, w.h);
+            }
+        }
+        return;
+    }
+    const __m512i odd = _mm512_set1_epi32((int)0xffff0000u);
+#pragma GCC unroll 16
+    for (int q = 0; q < 16; q++) {
+        __m512 w = _mm512_castsi512_ps(q < 8 ? _mm512_slli_epi32(v[q], 16) : _mm512_and_si512(v[q - 8], odd));
+#pragma GCC unroll 8
+        for (int s = 0; s < XS; s++)
+            acc[s] = _mm512_fmadd_ps(_mm512_set1_ps(((const float *)xg)[(size_t)s * ldb + q]), w, acc[s]);
+    }
+}
+
+/* A K block's sums of XS x rows into y's rows (rows: the W rows that exist): stored (first
+ * block) or added, as the panels' store. */
+static inline __attribute__((always_inline)) void few_store(float *y, int ldy, __mmask16 rows, int first,
+                                                            const __m512 *acc, int XS) {
+#pragma GCC unroll 8
+    for (int s = 0; s < XS; s++) {
+        float *d = y + (size_t)s * ldy;
+        _mm512_mask_storeu_ps(d, rows, first ? acc[s] : _mm512_add_ps(_mm512_maskz_loadu_ps(rows, d), acc[s]));
+    }
+}
+
+/* Loads 16 W rows (those below nv; a zero mask reads nothing) at positions [b, b + 32) (16 where
+ * m says so) and transposes them: r[p] = pair p of the 16 rows, the panel's layout. */
+static inline __attribute__((always_inline)) void few_load16(__m512i *r, const uint16_t *w0, int K, int nv, int b,
+                                                             __mmask32 m) {
+    for (int i = 0; i < 16; i++) {
+        const uint16_t *p = w0 + (size_t)i * K + b;
+        __builtin_prefetch((const char *)p + FEW_PF_L1, 0, 3);
+        r[i] = _mm512_maskz_loadu_epi16(i < nv ? m : 0, p);
+    }
+    ts_transpose16_epi32(r);
+}
+
+/* One set of XS x rows against a K block's transposed pairs rm (ng 8-pair groups), from zero,
+ * into y. Out of line and with only XS a constant, so the object stays small: with the whole
+ * call inlined per x row count up to 16, gcc took over 5 minutes and clang over 10 to compile
+ * this file under ASan. */
 static inline __attribute__((always_inline)) void few_set(float *y, int ldy, __mmask16 rows, int first,
                                                           const __m512i *rm, int ng, const void *x, size_t ldb,
                                                           int XS, int dp) {
-    const __m512i odd = _mm512_set1_epi32((int)0xffff0000u);
     __m512 acc[FEW_SET];
 #pragma GCC unroll 8
     for (int s = 0; s < XS; s++) acc[s] = _mm512_setzero_ps();
@@ -52,33 +99,54 @@ static inline __attribute__((always_inline)) void few_set(float *y, int ldy, __m
         __m512i v[8];
 #pragma GCC unroll 8
         for (int q = 0; q < 8; q++) v[q] = _mm512_load_si512(rm + 8 * g + q);
-        if (dp) {
-            const uint32_t *xg = (const uint32_t *)x + 8 * g;
-#pragma GCC unroll 8
-            for (int q = 0; q < 8; q++) {
-                fv512 w = {.i = v[q]};
-#pragma GCC unroll 8
-                for (int s = 0; s < XS; s++) {
-                    fv512 xv = {.i = _mm512_set1_epi32((int)xg[(size_t)s * ldb + q])};
-                    acc[s] = _mm512_dpbf16_ps(acc[s], xv.h, w.h);
-                }
-            }
-            continue;
-        }
-        const float *xg = (const float *)x + 16 * g;
-#pragma GCC unroll 16
-        for (int q = 0; q < 16; q++) {
-            __m512 w = _mm512_castsi512_ps(q < 8 ? _mm512_slli_epi32(v[q], 16) : _mm512_and_si512(v[q - 8], odd));
-#pragma GCC unroll 8
-            for (int s = 0; s < XS; s++) acc[s] = _mm512_fmadd_ps(_mm512_set1_ps(xg[(size_t)s * ldb + q]), w, acc[s]);
-        }
+        few_pairs8(acc, v, dp ? (const void *)((const uint32_t *)x + 8 * g) : (const void *)((const float *)x + 16 * g),
+                   ldb, XS, dp);
     }
-#pragma GCC unroll 8
-    for (int s = 0; s < XS; s++) {
-        float *d = y + (size_t)s * ldy;
-        _mm512_mask_storeu_ps(d, rows, first ? acc[s] : _mm512_add_ps(_mm512_maskz_loadu_ps(rows, d), acc[s]));
+    few_store(y, ldy, rows, first, acc, XS);
+}
+
+/* 2-4 x rows (XS a constant), all of a call: the pairs straight from the transpose into the
+ * accumulators, which stay in registers over a K block (7-12% faster at 2-4 rows than through
+ * rm and few_set, Llama-3.2-1B BF16; compiles in seconds for these three counts). */
+static inline __attribute__((always_inline)) void few_direct(float *y, int ldy, const void *x, size_t ldb,
+                                                             const uint16_t *W, int K, int n0, int n1, int XS,
+                                                             int dp) {
+    const int kb = dp ? TS_GEMM512_KB : TS_GEMM512_KB_F32;
+    for (int n = n0; n < n1; n += 16) {
+        const int nv = n1 - n < 16 ? n1 - n : 16;
+        const uint16_t *w0 = W + (size_t)n * K;
+        for (int k0 = 0; k0 < K; k0 += kb) {
+            const int ke = K - k0 < kb ? K : k0 + kb;
+            __m512 acc[4];
+#pragma GCC unroll 4
+            for (int s = 0; s < XS; s++) acc[s] = _mm512_setzero_ps();
+            for (int b = k0; b < ke; b += 32) {
+                const int full = ke - b >= 32; /* else 16 positions: 8 pairs */
+                __m512i r[16];
+                few_load16(r, w0, K, nv, b, full ? 0xffffffffu : 0xffffu);
+                const void *xg = dp ? (const void *)((const uint32_t *)x + b / 2) : (const void *)((const float *)x + b);
+                few_pairs8(acc, r, xg, ldb, XS, dp);
+                if (full)
+                    few_pairs8(acc, r + 8, dp ? (const void *)((const uint32_t *)xg + 8) : (const void *)((const float *)xg + 16),
+                               ldb, XS, dp);
+            }
+            few_store(y + n, ldy, (__mmask16)((1u << nv) - 1), k0 == 0, acc, XS);
+        }
     }
 }
+#define FEW_DIRECT_FN(XS)                                                                                  \
+    static void direct_##XS(float *y, int ldy, const void *x, size_t ldb, const uint16_t *W, int K, int n0, \
+                            int n1, int dp) {                                                              \
+        if (dp) few_direct(y, ldy, x, ldb, W, K, n0, n1, XS, 1);                                           \
+        else few_direct(y, ldy, x, ldb, W, K, n0, n1, XS, 0);                                              \
+    }
+FEW_DIRECT_FN(2)
+FEW_DIRECT_FN(3)
+FEW_DIRECT_FN(4)
+#undef FEW_DIRECT_FN
+#define FEW_DIRECT_MAX 4
+static void (*const k_direct[FEW_DIRECT_MAX + 1])(float *, int, const void *, size_t, const uint16_t *, int, int, int,
+                                                  int) = {0, 0, direct_2, direct_3, direct_4};
 
 typedef void (*few_set_fn)(float *y, int ldy, __mmask16 rows, int first, const __m512i *rm, int ng, const void *x,
                            size_t ldb);
@@ -108,9 +176,14 @@ static const few_set_fn k_set[2][FEW_SET + 1] = {
  * positions (the kind's panel block). dp: x as BF16 pairs (row stride ldb pairs), vdpbf16ps;
  * else FP32 FMA on x packed (row stride ldb floats). Per 32 positions the 16 rows are loaded
  * and transposed (vector p: pair p of the 16 rows, the panel's layout, 2 KiB), a K block's
- * pairs (at most 8 KiB) gathered in rm; then each set of up to 8 x rows runs over them. */
+ * pairs (at most 8 KiB) gathered in rm; then each set of up to 8 x rows runs over them (from 5
+ * rows; 2-4 run few_direct). */
 static void few_rows(float *y, int ldy, const void *x, size_t ldb, const uint16_t *W, int K, int S, int n0, int n1,
                      int dp) {
+    if (S <= FEW_DIRECT_MAX) {
+        k_direct[S](y, ldy, x, ldb, W, K, n0, n1, dp);
+        return;
+    }
     const int kb = dp ? TS_GEMM512_KB : TS_GEMM512_KB_F32;
     __m512i rm[TS_GEMM512_KB / 2];
     for (int n = n0; n < n1; n += 16) {
@@ -120,14 +193,8 @@ static void few_rows(float *y, int ldy, const void *x, size_t ldb, const uint16_
         for (int k0 = 0; k0 < K; k0 += kb) {
             const int ke = K - k0 < kb ? K : k0 + kb;
             for (int b = k0; b < ke; b += 32) {
-                const __mmask32 m = ke - b >= 32 ? 0xffffffffu : 0xffffu; /* else 16 positions: 8 pairs */
                 __m512i r[16];
-                for (int i = 0; i < 16; i++) { /* rows past nv: a zero mask reads nothing */
-                    const uint16_t *p = w0 + (size_t)i * K + b;
-                    __builtin_prefetch((const char *)p + FEW_PF_L1, 0, 3);
-                    r[i] = _mm512_maskz_loadu_epi16(i < nv ? m : 0, p);
-                }
-                ts_transpose16_epi32(r);
+                few_load16(r, w0, K, nv, b, ke - b >= 32 ? 0xffffffffu : 0xffffu);
                 for (int p = 0; p < 16; p++) _mm512_store_si512(rm + (b - k0) / 2 + p, r[p]);
             }
             for (int s0 = 0; s0 < S; s0 += FEW_SET) {
