@@ -87,9 +87,9 @@ static void check_shape(ts_cpu_variant v, const char *what, int S, int N, int K,
 
 /* The prefill kernel's result for an output does not depend on how the rows of x or of W are
  * split between calls: S = 40 in one call equals 2 + 3 + 12 + 23 rows in four (a prompt
- * prefilled in pieces), 2 + 3 + ... + 8 + 5 and 16 + 9 + 15 (every size the AVX-512 few-row
- * prefill takes, gemm_few_avx512.c: 2-16 rows, one or two register sets, against the panels
- * of 23 or 40 rows), and any n-range split (thread shares) is bit-identical. */
+ * prefilled in pieces), 2 + 3 + ... + 8 + 5, 16 + 9 + 15 and 10 + 11 + 19 (every size the
+ * AVX-512 few-row prefill takes, gemm_few_avx512.c: 2-16 rows, sets of 8 and 1-8, against the
+ * panels of 19, 23 or 40 rows), and any n-range split (thread shares) is bit-identical. */
 static void check_splits(ts_cpu_variant v, int N, int K) {
     int S = 40, Kp = ts_gemm_kpad(K), ldx = Kp + 16;
     uint16_t *w = g_w;
@@ -105,9 +105,10 @@ static void check_splits(ts_cpu_variant v, int N, int K) {
     }
     ts_gemm_fn f = fn_for(v);
     f(a, N, xp, ldx, w, Kp, S, 0, N, ts_cpu_gemm_default_tile(S, N, K));
-    static const int parts[3][9] = {{0, 2, 5, 17, 40, -1}, {0, 2, 5, 9, 14, 20, 27, 35, 40}, {0, 16, 25, 40, -1}};
+    static const int parts[4][9] = {
+        {0, 2, 5, 17, 40, -1}, {0, 2, 5, 9, 14, 20, 27, 35, 40}, {0, 16, 25, 40, -1}, {0, 10, 21, 40, -1}};
     int same_rows = 1;
-    for (int p = 0; p < 3; p++) {
+    for (int p = 0; p < 4; p++) {
         memset(b, 0, sizeof(float) * (size_t)S * N);
         for (int i = 0; i + 1 < 9 && parts[p][i + 1] > 0; i++) {
             int r = parts[p][i + 1] - parts[p][i];
@@ -124,7 +125,7 @@ static void check_splits(ts_cpu_variant v, int N, int K) {
     for (int i = 0; i + 1 < 6; i++)
         f(b, N, xp, ldx, w, Kp, 6, cuts[i], cuts[i + 1], ts_cpu_gemm_default_tile(6, N, K));
     same_cols &= !memcmp(a, b, sizeof(float) * (size_t)6 * N);
-    printf("  %-10s splits N=%d K=%d: rows 40 = 2 + 3 + 12 + 23, 2 + 3 + ... + 8 + 5, 16 + 9 + 15 %s, column shares %s\n",
+    printf("  %-10s splits N=%d K=%d: rows 40 = 2 + 3 + 12 + 23, 2 + 3 + ... + 8 + 5, 16 + 9 + 15, 10 + 11 + 19 %s, column shares %s\n",
            name_of(v), N, K, same_rows ? "bit-identical" : "DIFFER", same_cols ? "bit-identical" : "DIFFER");
     CHECK(same_rows && same_cols, "%s: split results differ (rows %d, columns %d)", name_of(v),
           same_rows, same_cols);
