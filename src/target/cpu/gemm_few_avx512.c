@@ -4,10 +4,10 @@
  * A panel call packs every W row it reads into an L1 buffer (a 16 x 16 transpose per 16 rows
  * and 32 positions, and for the FP32 kind a widening and a second buffer pass) and then runs
  * its tiles; with 2-8 x rows the packing is most of the work, so a 2-4 token prompt on
- * Llama-3.2-1B BF16 took 1.35-1.5 decode steps where reading W once takes one (0.84-0.86x
- * llama.cpp side by side on an Intel Xeon, session 39). Here the same transpose stays in registers and is consumed at once:
- * per 16 W rows and 32 positions, 16 vectors, vector p holding BF16 pair p of the 16 rows (the
- * panel's layout), each multiplied into every x row's accumulator. Each output is the panel's
+ * Llama-3.2-1B BF16 took 1.35-1.5 decode steps where reading W once takes one (0.82-0.86x
+ * llama.cpp side by side on an Intel Xeon, session 39). Here the same transpose stays in
+ * registers: per 16 W rows and 32 positions, 16 vectors, vector p holding BF16 pair p of the 16
+ * rows (the panel's layout), each multiplied into every x row's accumulator. Each output is the panel's
  * computation step by step: per K block a running sum from zero over the block's positions in
  * the panel's order (vdpbf16ps: the pairs in order, x rounded to BF16; FP32: in each 16-block
  * the 8 even positions, then the 8 odd, x as packed), then stored (first block) or added to y.
@@ -124,11 +124,11 @@ static inline __attribute__((always_inline)) void few_direct(float *y, int ldy, 
                 const int full = ke - b >= 32; /* else 16 positions: 8 pairs */
                 __m512i r[16];
                 few_load16(r, w0, K, nv, b, full ? 0xffffffffu : 0xffffu);
-                const void *xg = dp ? (const void *)((const uint32_t *)x + b / 2) : (const void *)((const float *)x + b);
-                few_pairs8(acc, r, xg, ldb, XS, dp);
-                if (full)
-                    few_pairs8(acc, r + 8, dp ? (const void *)((const uint32_t *)xg + 8) : (const void *)((const float *)xg + 16),
-                               ldb, XS, dp);
+                /* x from position b, and from b + 16 for the second 8 pairs */
+                const void *xg0 = dp ? (const void *)((const uint32_t *)x + b / 2) : (const void *)((const float *)x + b);
+                const void *xg1 = dp ? (const void *)((const uint32_t *)xg0 + 8) : (const void *)((const float *)xg0 + 16);
+                few_pairs8(acc, r, xg0, ldb, XS, dp);
+                if (full) few_pairs8(acc, r + 8, xg1, ldb, XS, dp);
             }
             few_store(y + n, ldy, (__mmask16)((1u << nv) - 1), k0 == 0, acc, XS);
         }
@@ -219,7 +219,8 @@ int ts_cpu_gemm_few_avx512(int dp, float *y, int ldy, const float *xp, int ldx, 
     if (ldb % 1024 == 0) ldb += 16;                /* rows not 4 KiB multiples apart (L1 sets) */
     uint32_t *xb = aligned_alloc(64, sizeof(uint32_t) * ldb * (size_t)S);
     if (!xb) return 0;
-    for (int s = 0; s < S; s++) ts_cpu_x_to_bf16_avx512((uint16_t *)(xb + (size_t)s * ldb), 0, 1, xp + (size_t)s * ldx, K);
+    for (int s = 0; s < S; s++)
+        ts_cpu_x_to_bf16_avx512((uint16_t *)(xb + (size_t)s * ldb), 0, 1, xp + (size_t)s * ldx, K);
     few_rows(y, ldy, xb, ldb, W, K, S, n0, n1, 1);
     free(xb);
     return 1;
