@@ -5,9 +5,10 @@
  * and 32 positions, and for the FP32 kind a widening and a second buffer pass) and then runs
  * its tiles; with 2-8 x rows the packing is most of the work, so a 2-4 token prompt on
  * Llama-3.2-1B BF16 took 1.35-1.5 decode steps where reading W once takes one (0.82-0.86x
- * llama.cpp side by side on an Intel Xeon, session 39). Here the same transpose stays in
- * registers: per 16 W rows and 32 positions, 16 vectors, vector p holding BF16 pair p of the 16
- * rows (the panel's layout), each multiplied into every x row's accumulator. Each output is the panel's
+ * llama.cpp side by side on an Intel Xeon, session 39). Here the same transpose is done in
+ * registers per 16 W rows and 32 positions: 16 vectors, vector p holding BF16 pair p of the 16
+ * rows (the panel's layout), multiplied into every x row's accumulator, straight away for 2-4 x
+ * rows, through a K block's pairs on the stack (at most 8 KiB) for 5-16. Each output is the panel's
  * computation step by step: per K block a running sum from zero over the block's positions in
  * the panel's order (vdpbf16ps: the pairs in order, x rounded to BF16; FP32: in each 16-block
  * the 8 even positions, then the 8 odd, x as packed), then stored (first block) or added to y.
@@ -27,6 +28,8 @@
 /* x rows whose accumulators are in registers at a time: 8 beside the weight vector and the
  * broadcasts; more rows run in sets of 8 over the same weights. */
 #define FEW_SET 8
+/* few_rows gathers a K block's pairs in TS_GEMM512_KB / 2 vectors, 16 per 32 positions */
+_Static_assert(TS_GEMM512_KB % 32 == 0, "the few-row kernel's pair buffer needs K blocks of whole 32-position chunks");
 
 typedef union {
     __m512i i;
@@ -86,9 +89,9 @@ static inline __attribute__((always_inline)) void few_load16(__m512i *r, const u
 }
 
 /* One set of XS x rows against a K block's transposed pairs rm (ng 8-pair groups), from zero,
- * into y. Out of line and with only XS a constant, so the object stays small: with the whole
- * call inlined per x row count up to 16, gcc took over 5 minutes and clang over 10 to compile
- * this file under ASan. */
+ * into y. Compiled once per XS and kind (k_set, out of line; the K loop stays in few_rows), so
+ * the object stays small: with the whole call inlined per x row count up to 16, gcc took over
+ * 5 minutes and clang over 10 to compile this file under ASan. */
 static inline __attribute__((always_inline)) void few_set(float *y, int ldy, __mmask16 rows, int first,
                                                           const __m512i *rm, int ng, const void *x, size_t ldb,
                                                           int XS, int dp) {
@@ -175,7 +178,7 @@ static const few_set_fn k_set[2][FEW_SET + 1] = {
 /* W rows [n0, n1) against S x rows, 16 W rows at a time over all of K, in K blocks of kb
  * positions (the kind's panel block). dp: x as BF16 pairs (row stride ldb pairs), vdpbf16ps;
  * else FP32 FMA on x packed (row stride ldb floats). Per 32 positions the 16 rows are loaded
- * and transposed (vector p: pair p of the 16 rows, the panel's layout, 2 KiB), a K block's
+ * and transposed (vector p: pair p of the 16 rows, the panel's layout, 1 KiB), a K block's
  * pairs (at most 8 KiB) gathered in rm; then each set of up to 8 x rows runs over them (from 5
  * rows; 2-4 run few_direct). */
 static void few_rows(float *y, int ldy, const void *x, size_t ldb, const uint16_t *W, int K, int S, int n0, int n1,
