@@ -1,5 +1,5 @@
 /* The blocking of the AVX-512 prefill GEMMs (gemm_avx512.c), shared with the quantized prefill
- * kernel of gemm_q_avx512.c: a panel of 64 W rows x one K block is packed once into an
+ * kernels of gemm_q_panels_avx512.c: a panel of 64 W rows x one K block is packed once into an
  * L1-resident buffer, then register tiles of up to 6 x rows run against it. What a kernel
  * brings is a panel_ops: how a K block of x is prepared, how a panel is packed, and the tiles.
  * Every output is the same computation whatever tile, thread split or S it falls in: per K

@@ -1,5 +1,5 @@
 /* Prefill on Q8_0 / Q4_0 weights with AMX-INT8 tiles, bit-identical to the I16 kernel
- * (gemm_q_avx512.c), which computes each output as:
+ * (gemm_q_panels_avx512.c), which computes each output as:
  *   x quantized per 32-block to 16 bits (ts_cpu_quantize_x_avx512), per block the exact int32
  *   dot of those codes with the block's int8 codes, s; per K block of 128 positions an FP32
  *   sum from zero, acc = fma(float(s), d_w * d_x, acc) block after block; then y = acc (the
@@ -23,11 +23,12 @@
 
 #include "target/cpu/cpu_features.h"
 #include "target/cpu/gemm.h"
+#include "target/cpu/gemm_q_avx512.h"
 #include "target/cpu/gemm_q_blocks_avx512.h"
 #include "target/cpu/transpose_avx512.h"
 
 #define AMX_KC 1024           /* positions of x prepared at once: 16 rows of h and l fill 32 KiB */
-#define AMX_KB 128            /* the I16 kernel's K block (Q16_KB): the FP32 sums restart here */
+#define AMX_KB TS_Q16_KB       /* the I16 kernel's K block: the FP32 sums restart here */
 #define AMX_LDA (AMX_KC + 64) /* bytes between prepared x rows: not a multiple of 4 KiB */
 #define AMX_NB (AMX_KC / TS_QBLOCK)
 #define AMX_WBLK 1024 /* bytes of W codes per block: two B tiles of 512 */

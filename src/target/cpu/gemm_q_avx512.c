@@ -2,9 +2,10 @@
  * the codes as bytes straight into vpdpbusd against the 16-bit x split into bytes, the 16 exact
  * block sums reduced into one vector and scaled by one FMA (the "Decode" section below); the
  * first form, one vpdpwssd per block on codes widened to int16 and a scalar scale per block, is
- * left for the last nb % 16 blocks of a row. Prefill: the I16 panels (vpdpwssd on the codes
- * widened to int16) and the other kernels gemm.h lists, on the panel blocking of
- * gemm_panels_avx512.h. Compiled with -mavx512vnni besides the avx512bf16 flags
+ * left for the last nb % 16 blocks of a row. Prefill: the few-row kernel on the lane orders here;
+ * the I16 / I8 panels in gemm_q_panels_avx512.c, the tile order's kernels in
+ * gemm_q_t16_avx512.c, AMX in gemm_q_amx.c; this file's entry points choose among them and the
+ * other kernels gemm.h lists. Compiled with -mavx512vnni besides the avx512bf16 flags
  * (CMakeLists.txt); used only when CPUID has it. */
 #include <immintrin.h>
 #include <pthread.h>
@@ -15,6 +16,7 @@
 #include "target/cpu/cpu_features.h"
 #include "target/cpu/gemm.h"
 #include "target/cpu/gemm_panels_avx512.h"
+#include "target/cpu/gemm_q_avx512.h"
 #include "target/cpu/gemm_q_blocks_avx512.h"
 #include "target/cpu/prefetch.h"
 #include "target/cpu/transpose_avx512.h"
@@ -78,7 +80,7 @@ void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K) {
  * b+1 0..31] (two 32-byte code loads), the 16 block sums reduced by an add/unpack tree. Q8_0
  * had been one vpdpwssd per block on sign-extended codes plus a scalar scale per block: about
  * twice the instructions per byte. */
-#define QG 16 /* blocks per group */
+#define QG TS_Q_GROUP /* blocks per group */
 typedef struct qgx {
     const uint8_t *hi, *lo; /* K bytes each, laid out as above, whole groups only */
     const int32_t *ncorr;   /* minus the correction term per block, in the group's lane order: the
@@ -378,12 +380,12 @@ static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const u
 /* ---- Prefill of a few rows on the lane forms, with I16's bits and no panel ----
  * A few-row I16 call is mostly packing: every call widens and transposes each W block into its
  * panel, so a 2-4 token prompt on Qwen3-0.6B Q4_0 took as long as 3-3.5 decode steps. I16's
- * arithmetic per (x row, W row) is: per K block of Q16_KB positions (4 blocks; the last may have
+ * arithmetic per (x row, W row) is: per K block of TS_Q16_KB positions (4 blocks; the last may have
  * fewer) acc = 0, then per block in order acc = fma((float)isum, d_w * d_x, acc), where isum is
  * the block's exact int32 dot; then y = acc for the first K block and y + acc for each next one
- * (qint_tile, ts_panel_store). Here the exact block sums come from the decode's vpdpbusd chains
- * on the codes as they lie (row_dot_x16_xs's loop), 16 at once, lane = block; then the same FP32
- * steps in the same order: a group's 16 blocks are its 4 K blocks (groups and K blocks both
+ * (qint_tile in gemm_q_panels_avx512.c, ts_panel_store). Here the exact block sums come from the
+ * decode's vpdpbusd chains on the codes as they lie (row_dot_x16_xs's loop), 16 at once, lane =
+ * block; then the same FP32 steps in the same order: a group's 16 blocks are its 4 K blocks (groups and K blocks both
  * start at multiples of 512 and 128 positions), Q8_0's lane 4c + a holds step c of K block a, so
  * one 128-bit FMA per step runs the 4 K blocks side by side (Q4_0's lanes are permuted to that
  * order first), and the 4 sums go into y in order. The row's last nb % 16 blocks, stored as in
@@ -393,14 +395,13 @@ static inline __attribute__((always_inline)) void rows_dot_x16(float *y, const u
  * whole groups, tails and a last K block of 1-3 blocks), test_cpu_prefix a copied model's
  * prompts prefilled in pieces with the prompt in one call. The
  * group loop is row_dot_x16_xs's (its i16 form); i16_rows_batch drives it. */
-#define I16_KB_BLOCKS 4 /* I16's K block (Q16_KB, asserted there) in blocks: a group holds 4 */
 static inline __attribute__((always_inline)) float i16_tail(float yv, const uint8_t *row, ts_gemm_qx qx, int b, int nb,
                                                             ts_dtype st) {
     const size_t bb = st == TS_DTYPE_Q8_0 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2;
     const __m512i z = _mm512_setzero_si512();
-    for (; b < nb; b += I16_KB_BLOCKS) { /* one K block */
+    for (; b < nb; b += TS_I16_KB_BLOCKS) { /* one K block */
         __m128 acc = _mm_setzero_ps();
-        for (int k = b; k < nb && k < b + I16_KB_BLOCKS; k++) {
+        for (int k = b; k < nb && k < b + TS_I16_KB_BLOCKS; k++) {
             const uint8_t *p0 = row + (size_t)k * bb;
             int isum = _mm512_reduce_add_epi32(_mm512_dpwssd_epi32(z, block_w16(p0, st), _mm512_loadu_si512(qx.q + (size_t)k * TS_QBLOCK)));
             acc = _mm_fmadd_ss(_mm_set_ss((float)isum), _mm_set_ss(f16(p0) * qx.d[k]), acc);
@@ -788,12 +789,10 @@ int ts_cpu_q_gfni_set(int on) {
 
 /* One function per type (and for Q4_0 in lane order, per nibble split) with the type a constant,
  * so the kernels are specialized for it. */
-static void gemv_rows_batch_t16(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, int K, int n0,
-                                int n1); /* below, with the tile order's decode */
 static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
                             int n0, int n1) {
     if (dt == TS_DTYPE_Q8_0T16) {
-        gemv_rows_batch_t16(y, ldy, qx, S, W, K, n0, n1);
+        ts_cpu_gemv_rows_batch_t16_avx512(y, ldy, qx, S, W, K, n0, n1);
         return;
     }
 /* 2-4 rows with S a constant too: their accumulators stay in registers */
@@ -812,266 +811,8 @@ static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, cons
 #undef QG_BATCH
 }
 
-/* ---- Decode on tile-order Q8_0 (gemm.h, TS_DTYPE_Q8_0T16) ----
- * 16 rows at once, lane = row: per block, each code vector (dword m of the 16 rows) against x's
- * dword m broadcast, in the lane order's two chains (high bytes of x against the codes flipped
- * to unsigned, low bytes against the codes, the low chain from the correction term), so each
- * block's int32 sum is exact, as there. The FP32 steps are the lane order's too: a row's block j
- * of each group goes to the accumulator of the lane that holds block j there (ts_x16_lane), with
- * the same fma of sum * (d_w * d_x) group after group, and the 16 accumulators are summed in
- * _mm512_reduce_add_ps's tree (GCC's: lanes i and i + 8, then i and i + 4, then 0 + 2 and 1 + 3,
- * then those two): every row has the lane order's bits, which are the stored order's
- * (test_cpu_gemm_q compares all three). Two groups a pass, a quarter (4 blocks) of each in turn,
- * the lines of a quarter requested an eighth per code vector at the distances of TS_PF_Q8T16
- * (prefetch.c; chosen per process), the accumulators in memory (touched once a block). On the
- * Intel Xeon with AMX, two threads from DRAM (tools/gemv_sweep, fractions of the read probe in
- * the same rounds), tile order against lane order: K = 2048 0.89-0.91 vs 0.90-0.92, 3072 0.89
- * vs 0.88, 8192 0.87 vs 0.87, but 1024 0.86-0.89 vs 0.94-0.98 (so gemm_q.c takes the tile order
- * from K = 2048). One group a pass read 0.84-0.86 at K = 2048, four a pass 0.85; one group with
- * the quarter's requests in one burst and the accumulators in registers (which spilled) decoded
- * Llama-3.2-1B Q8_0 at 0.91-0.97x the lane order's tok/s, two a pass at 0.99-1.00x (session 38). */
-typedef struct t16x {
-    const uint8_t *hi, *lo;
-    const int32_t *ncorr;
-    const float *d;
-} t16x;
-
-static void t16_prepare(uint8_t *hi, uint8_t *lo, int32_t *ncorr, ts_gemm_qx qx, int nb) {
-    const __m512i ones = _mm512_set1_epi16(1);
-    for (int b = 0; b < nb; b++) {
-        __m512i v = _mm512_loadu_si512(qx.q + (size_t)b * TS_QBLOCK), h = _mm512_srai_epi16(v, 8);
-        _mm256_storeu_si256((__m256i *)(hi + (size_t)b * TS_QBLOCK), _mm512_cvtepi16_epi8(h));
-        _mm256_storeu_si256((__m256i *)(lo + (size_t)b * TS_QBLOCK), _mm512_cvtepi16_epi8(v));
-        ncorr[b] = -32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(h, ones));
-    }
-}
-
-/* blocks b + 4q .. b + 4q + 3 (q a constant: j = 4q + u of the group) of one 16-row group, whose
- * block b starts at p */
-static inline __attribute__((always_inline)) void t16_quarter(float *acc, const uint8_t *p, int b, int q,
-                                                              const t16x *x, ts_pf pf) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    const uint8_t *r = p + (size_t)(4 * q) * TS_T16_GROUP_BLOCK;
-    enum { LINES = 4 * TS_T16_GROUP_BLOCK / 64 }; /* 34: the quarter's lines, requested an eighth per code vector */
-    __m512i ih[4], il[4];
-    for (int u = 0; u < 4; u++) ih[u] = _mm512_setzero_si512(), il[u] = _mm512_set1_epi32(x->ncorr[b + 4 * q + u]);
-    for (int m = 0; m < TS_QBLOCK / 4; m++) {
-        const int l0 = LINES * m / 8, l1 = LINES * (m + 1) / 8;
-        ts_pf_lines(r + 64 * l0, pf, l1 - l0);
-        for (int u = 0; u < 4; u++) {
-            const size_t k = (size_t)(b + 4 * q + u) * TS_QBLOCK + 4 * (size_t)m;
-            __m512i w = _mm512_loadu_si512(r + (size_t)u * TS_T16_GROUP_BLOCK + 32 + 64 * m);
-            int32_t h, lo;
-            memcpy(&h, x->hi + k, 4), memcpy(&lo, x->lo + k, 4);
-            ih[u] = _mm512_dpbusd_epi32(ih[u], _mm512_xor_si512(w, flip), _mm512_set1_epi32(h));
-            il[u] = _mm512_dpbusd_epi32(il[u], _mm512_set1_epi32(lo), w);
-        }
-    }
-    for (int u = 0; u < 4; u++) {
-        const int j = 4 * q + u, lane = ts_x16_lane(TS_DTYPE_Q8_0X16, j);
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + (size_t)u * TS_T16_GROUP_BLOCK)));
-        __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[u], 8), il[u]);
-        __m512 mv = _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b + j]));
-        _mm512_store_ps(acc + 16 * lane, _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), mv, _mm512_load_ps(acc + 16 * lane)));
-    }
-}
-
-/* R (a constant, 1 or 2) 16-row groups gbytes apart, their quarters in turn */
-static inline __attribute__((always_inline)) void t16_groups(float *y, const uint8_t *G, size_t gbytes, int R, int nb,
-                                                             const t16x *x, ts_pf pf) {
-    float accm[2][16 * 16] __attribute__((aligned(64)));
-    for (int r = 0; r < R; r++)
-        for (int i = 0; i < 16; i++) _mm512_store_ps(accm[r] + 16 * i, _mm512_setzero_ps());
-    for (int b = 0; b < nb; b += QG)
-        for (int q = 0; q < 4; q++)
-            for (int r = 0; r < R; r++)
-                t16_quarter(accm[r], G + (size_t)r * gbytes + (size_t)b * TS_T16_GROUP_BLOCK, b, q, x, pf);
-    for (int r = 0; r < R; r++) {
-        __m512 acc[16];
-        for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(accm[r] + 16 * i);
-        for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
-        for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
-        _mm512_storeu_ps(y + 16 * r, _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
-    }
-}
-static void t16_group(float *y16, const uint8_t *G, int nb, const t16x *x, ts_pf pf) {
-    t16_groups(y16, G, 0, 1, nb, x, pf);
-}
-
-static void gemv_rows_t16(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
-    const int nb = K / TS_QBLOCK;
-    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
-    uint8_t sbuf[2 * TS_GEMM_QX_MAX] __attribute__((aligned(64)));
-    int32_t sncorr[TS_GEMM_QX_MAX / TS_QBLOCK];
-    uint8_t *buf = sbuf;
-    int32_t *ncorr = sncorr;
-    void *heap = NULL;
-    if (K > TS_GEMM_QX_MAX) {
-        heap = malloc(2 * (size_t)K + sizeof(int32_t) * (size_t)nb);
-        if (!heap) return; /* as ts_cpu_gemm_q_decode */
-        buf = heap, ncorr = (int32_t *)(buf + 2 * (size_t)K);
-    }
-    t16_prepare(buf, buf + K, ncorr, qx, nb);
-    const t16x x = {buf, buf + K, ncorr, qx.d};
-    const uint64_t bytes = (uint64_t)((n1 + 15) / 16 - n0 / 16) * gbytes;
-    uint64_t t0;
-    const int c = ts_pf_begin(TS_PF_Q8T16, bytes, &t0);
-    const ts_pf pf = ts_pf_candidate(TS_PF_Q8T16, c);
-    for (int g = n0 / 16; 16 * g < n1; g++) {
-        const uint8_t *G = W + (size_t)g * gbytes;
-        if (16 * g >= n0 && 16 * g + 32 <= n1) { /* two whole groups */
-            t16_groups(y + 16 * g, G, gbytes, 2, nb, &x, pf);
-            g++;
-            continue;
-        }
-        if (16 * g >= n0 && 16 * g + 16 <= n1) {
-            t16_group(y + 16 * g, G, nb, &x, pf);
-            continue;
-        }
-        float t[16]; /* a share that starts or ends inside the group: its rows only */
-        t16_group(t, G, nb, &x, pf);
-        for (int j = 0; j < 16; j++)
-            if (16 * g + j >= n0 && 16 * g + j < n1) y[16 * g + j] = t[j];
-    }
-    ts_pf_end(TS_PF_Q8T16, c, t0, bytes);
-    free(heap);
-}
-
-/* Several x rows against the tile order (the batched decode, and the few-row prefill below the
- * AMX tiles): per block of a 16-row group the 8 code vectors loaded (and flipped) once into
- * registers, then every x row's two chains against them, so a group is read from memory once per
- * call whatever S. Each x row's state lives in a small array (same values as in registers).
- * i16 (a constant): I16's FP32 order (per K block of 4 blocks an FP32 sum from zero, then y = it
- * or y + it: the few-row prefill, the AMX kind's bits); else the single decode's (t16_quarter's
- * accumulator per lane, t16_group's tree): each row of a batched decode has its decode's bits. */
-typedef struct t16rows {
-    t16x x[TS_GEMM_BATCH_MAX];
-    uint8_t *buf;
-} t16rows;
-
-static int t16_rows_prepare(t16rows *r, const ts_gemm_qx *qx, int S, int K) {
-    const int nb = K / TS_QBLOCK;
-    const size_t per = 2 * (size_t)K + sizeof(int32_t) * (size_t)nb;
-    r->buf = malloc(per * (size_t)S);
-    if (!r->buf) return 0;
-    for (int s = 0; s < S; s++) {
-        uint8_t *p = r->buf + per * (size_t)s;
-        t16_prepare(p, p + K, (int32_t *)(p + 2 * (size_t)K), qx[s], nb);
-        r->x[s] = (t16x){p, p + K, (const int32_t *)(p + 2 * (size_t)K), qx[s].d};
-    }
-    return 1;
-}
-
-static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, const t16rows *r, int S,
-                                                             const uint8_t *W, int K, int n0, int n1, int i16) {
-    const int nb = K / TS_QBLOCK;
-    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    /* the batched decode's calls are timed for the per-process choice of distances, as the
-     * lane order's (a server decodes only through them); the few-row prefill's are not */
-    const uint64_t bytes = i16 ? 0 : (uint64_t)((n1 + 15) / 16 - n0 / 16) * gbytes;
-    uint64_t t0;
-    const int c = ts_pf_begin(TS_PF_Q8T16, bytes, &t0);
-    const ts_pf pf = ts_pf_candidate(TS_PF_Q8T16, c);
-    /* decode: 16 lane accumulators per row; i16: the K block's sum and y per row */
-    __m512 st[TS_GEMM_BATCH_MAX][16];
-    for (int g = n0 / 16; 16 * g < n1; g++) {
-        const uint8_t *G = W + (size_t)g * gbytes;
-        for (int s = 0; s < S; s++)
-            for (int i = 0; i < (i16 ? 2 : 16); i++) st[s][i] = _mm512_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            const uint8_t *blk = G + (size_t)b * TS_T16_GROUP_BLOCK;
-            ts_pf_lines(blk, pf, (TS_T16_GROUP_BLOCK + 63) / 64);
-            __m512i w[TS_QBLOCK / 4], u[TS_QBLOCK / 4];
-            for (int m = 0; m < TS_QBLOCK / 4; m++)
-                w[m] = _mm512_loadu_si512(blk + 32 + 64 * m), u[m] = _mm512_xor_si512(w[m], flip);
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            const int j = b % QG, lane = ts_x16_lane(TS_DTYPE_Q8_0X16, j);
-            for (int s = 0; s < S; s++) {
-                const t16x *x = &r->x[s];
-                __m512i ih = _mm512_setzero_si512(), il = _mm512_set1_epi32(x->ncorr[b]);
-                for (int m = 0; m < TS_QBLOCK / 4; m++) {
-                    const size_t k = (size_t)b * TS_QBLOCK + 4 * (size_t)m;
-                    int32_t h, lo;
-                    memcpy(&h, x->hi + k, 4), memcpy(&lo, x->lo + k, 4);
-                    ih = _mm512_dpbusd_epi32(ih, u[m], _mm512_set1_epi32(h));
-                    il = _mm512_dpbusd_epi32(il, _mm512_set1_epi32(lo), w[m]);
-                }
-                const __m512 t = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ih, 8), il));
-                const __m512 mv = _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b]));
-                if (!i16) {
-                    st[s][lane] = _mm512_fmadd_ps(t, mv, st[s][lane]);
-                    continue;
-                }
-                /* st[s][0]: the K block's sum (from zero at its first block), st[s][1]: y */
-                st[s][0] = _mm512_fmadd_ps(t, mv, b % I16_KB_BLOCKS ? st[s][0] : _mm512_setzero_ps());
-                if (b % I16_KB_BLOCKS == I16_KB_BLOCKS - 1)
-                    st[s][1] = b < I16_KB_BLOCKS ? st[s][0] : _mm512_add_ps(st[s][1], st[s][0]);
-            }
-        }
-        for (int s = 0; s < S; s++) {
-            float t[16];
-            if (i16) {
-                _mm512_storeu_ps(t, st[s][1]);
-            } else {
-                __m512 *a = st[s];
-                for (int i = 0; i < 8; i++) a[i] = _mm512_add_ps(a[i + 8], a[i]);
-                for (int i = 0; i < 4; i++) a[i] = _mm512_add_ps(a[i + 4], a[i]);
-                _mm512_storeu_ps(t, _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
-            }
-            for (int i = 0; i < 16; i++)
-                if (16 * g + i >= n0 && 16 * g + i < n1) y[(size_t)s * ldy + 16 * g + i] = t[i];
-        }
-    }
-    ts_pf_end(TS_PF_Q8T16, c, t0, bytes);
-}
-
-/* The batched decode. Llama-3.2-1B Q8_0 (tessera bench --batch 1,4,8), tile order against lane
- * order: 4 sequences 58.7 vs 58.3 tok/s together, 8 sequences 91.8 vs 75.6 (the single decode run
- * per x row and group from L2: 4 sequences 41; each group put back in stored order: 18.7). */
-static void gemv_rows_batch_t16(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, int K, int n0,
-                                int n1) {
-    t16rows r;
-    if (!t16_rows_prepare(&r, qx, S, K)) return; /* as ts_cpu_gemm_q_decode_batch */
-    t16_rows_g(y, ldy, &r, S, W, K, n0, n1, 0);
-    free(r.buf);
-}
-/* The few-row prefill on the tile order (I16's bits) */
-static void t16_rows_i16(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K, int n0,
-                         int n1) {
-    (void)dt;
-    t16rows r;
-    if (!t16_rows_prepare(&r, qx, S, K)) return;
-    t16_rows_g(y, ldy, &r, S, W, K, n0, n1, 1);
-    free(r.buf);
-}
-
-/* Rows from which the AMX kind runs a tile-order prefill on the tiles, below them t16_rows_i16.
- * One matrix, one thread, W from DRAM, ms (session 38), few-row vs tiles: 8192 x 2048 at 2 / 4 /
- * 6 / 7 rows 1.23 / 1.55 / 1.76 / 1.99 vs 1.64 / 1.74 / 1.83 / 1.87; against the lane order's
- * kernels (its few-row kernel below 9 rows, 6-7 at large K) the tile order ran 8192 x 2048 1.02-1.15x
- * as fast at 2-7 rows, 1.25-1.40x at 8-16; 2048 x 8192 1.16-1.26x; 2048 x 2048 1.04-1.34x; 3072 x
- * 1024 1.09-1.26x. */
-#define T16_AMX_MIN_S 7
-
-/* What has no tile-order kernel (the prefill kinds other than AMX, AMX without its memory) runs
- * on each 16-row group put back in stored order: the stored rows' bits, which the tile order's
- * own kernels give too. */
-static void t16_by_groups(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const uint8_t *W, int K, int S,
-                          int n0, int n1) {
-    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
-    uint8_t *buf = malloc(16 * rb);
-    if (!buf) return; /* cannot happen for a model that loaded; outputs stay as they were */
-    for (int g = n0 / 16; 16 * g < n1; g++) {
-        int a = (n0 > 16 * g ? n0 : 16 * g) - 16 * g, b = (n1 < 16 * g + 16 ? n1 : 16 * g + 16) - 16 * g;
-        ts_t16_group_stored(W, K, g, buf);
-        ts_cpu_gemm_q_prefill_avx512(k, y + 16 * g, ldy, xp, ldx, buf, TS_DTYPE_Q8_0, K, S, a, b);
-    }
-    free(buf);
-}
-
 static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
-    if (dt == TS_DTYPE_Q8_0T16) gemv_rows_t16(y, qx, W, K, n0, n1);
+    if (dt == TS_DTYPE_Q8_0T16) ts_cpu_gemv_rows_t16_avx512(y, qx, W, K, n0, n1);
     else if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0, 0);
     else if (dt == TS_DTYPE_Q8_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0X16, 0);
     else if (dt == TS_DTYPE_Q4_0X16 && ts_cpu_q_gfni()) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16, 1);
@@ -1088,285 +829,6 @@ void ts_cpu_gemv_batch_q_avx512(float *y, int ldy, const float *xp, int ldx, con
     if (S == 1) ts_cpu_gemm_q_decode(y, xp, W, dt, K, n0, n1, ts_cpu_quantize_x_avx512, gemv_rows);
     else ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, gemv_rows_batch);
 }
-
-/* ---- Prefill: 16-bit x against 16-bit W panels with vpdpwssd ----
- * The blocking of gemm_avx512.c (ts_cpu_gemm_panels_avx512): per K block of Q16_KB positions
- * each x row is quantized exactly as the decode kernels quantize it (quantize_x: int16 codes
- * per 32-block and an FP32 scale), and a panel of 64 W rows holds their codes sign-extended to
- * int16, pair (2i, 2i + 1) of the 64 rows in one 64-dword step (a 16 x 16 dword transpose per
- * 16 rows and block), followed by the 64 FP32 scales of each block. A tile of up to 3 x rows x
- * 64 W rows keeps 12 int32 accumulators: per pair of positions one broadcast x dword per row
- * and four vpdpwssd zmm (32 products each, exact); at the end of each 32-block every sum is
- * converted and added in FP32 as sum * (d_w * d_x), as in the decode kernels, to 12 FP32
- * accumulators. So a row's block dots are the decode GEMV's exact int32 sums, and the result
- * differs from decode only in the FP32 summation order; every output is the same computation
- * whatever tile, S or thread split (the framework's per-K-block running sum). */
-#define Q16_KB 128 /* positions per K block: a panel is 16 KiB of codes + 1 KiB of scales */
-_Static_assert(Q16_KB == I16_KB_BLOCKS * TS_QBLOCK, "the few-row kernel (i16_tail, i16_group) follows I16's K blocks");
-#define Q16_MR 3
-
-/* Codes of x rows [0, S), positions [k0, k0 + kb), at row stride TS_PANEL_LDB dwords: kb int16
- * (kb / 2 dwords), then the kb / 32 FP32 scales. */
-static void q16_x_block(void *xb, const float *xp, int ldx, int S, int k0, int kb) {
-    for (int s = 0; s < S; s++) {
-        uint32_t *r = (uint32_t *)xb + (size_t)s * TS_PANEL_LDB;
-        ts_cpu_quantize_x_avx512((ts_gemm_qx){(int16_t *)r, (float *)(r + kb / 2)}, xp + (size_t)s * ldx + k0, kb);
-    }
-}
-
-/* One panel. Lane-order rows come here only for their tail blocks and where the panels cannot
- * take a whole group at a time (q16_pack_group, below): each row's 4 blocks put back through the
- * stage (ts_qblk_run), which the I8 packs share. */
-static inline __attribute__((always_inline)) void q16_pack(void *Pv, const void *Wv, ts_dtype dt, int K, int n,
-                                                            int nv, int k0, int kb) {
-    uint32_t *P = Pv;
-    float *dw = (float *)(P + (size_t)kb / 2 * TS_PANEL_N);
-    const uint8_t *W = Wv;
-    size_t rb = ts_gemm_row_bytes(dt, K);
-    uint8_t stage[16][8 + 4 * TS_QBLOCK] __attribute__((aligned(64)));
-    ts_qblk qb[16][4];
-    for (int g = 0; g < TS_PANEL_N; g += 16) {
-        int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
-        for (int b4 = 0; b4 < kb; b4 += 4 * TS_QBLOCK) { /* 4 blocks of each row found (staged) at once */
-            int nb4 = (kb - b4) / TS_QBLOCK < 4 ? (kb - b4) / TS_QBLOCK : 4;
-            for (int i = 0; i < nrow; i++)
-                ts_qblk_run(W + (size_t)(n + g + i) * rb, K, (k0 + b4) / TS_QBLOCK, nb4, dt, stage[i], qb[i]);
-            for (int j = 0; j < nb4; j++) {
-                int b = b4 + j * TS_QBLOCK;
-                __m512i r[16];
-                float *d = dw + (size_t)(b / TS_QBLOCK) * TS_PANEL_N + g;
-                for (int i = 0; i < 16; i++) {
-                    r[i] = i < nrow ? _mm512_cvtepi8_epi16(ts_qblk_w8(qb[i][j], ts_x16_stored(dt))) : _mm512_setzero_si512();
-                    d[i] = i < nrow ? f16(qb[i][j].scale) : 0.0f;
-                }
-                ts_transpose16_epi32(r); /* r[p]: pair p of the 16 rows */
-                uint32_t *o = P + (size_t)(b / 2) * TS_PANEL_N + g;
-                for (int p = 0; p < 16; p++) _mm512_store_si512(o + (size_t)p * TS_PANEL_N, r[p]);
-            }
-        }
-    }
-}
-static void q16_pack_q8(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    q16_pack(P, W, TS_DTYPE_Q8_0, K, n, nv, k0, kb);
-}
-static void q16_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    q16_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
-}
-static void q16_pack_q8x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    q16_pack(P, W, TS_DTYPE_Q8_0X16, K, n, nv, k0, kb);
-}
-static void q16_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    q16_pack(P, W, TS_DTYPE_Q4_0X16, K, n, nv, k0, kb);
-}
-
-/* The four I16 panels of a whole group of lane-order rows at once (ts_panel_ops.pack_group): per
- * 16 rows, code vector m of the 16 rows by one 16 x 16 dword transpose (ts_x16_group_cols)
- * gives dword m of every block for the 16 rows (Q8_0: codes 4m..4m+3; Q4_0: those in the low nibbles, 16 + 4m.. in the
- * high ones), which widened to int16 are the block's pairs 2m and 2m + 1 (Q4_0: and 8 + 2m, 9 +
- * 2m; one vpermt2d each); the scale vectors likewise. Where a panel of 4 blocks at a time put
- * each row's blocks back first (8 lane permutes a row per panel, as ts_x16_unlane4, the group's
- * code vectors read once per panel; from registers, not the stage) and then transposed every
- * block at 16 bits, 16 Q8_0 rows of 8192 x 2048 took 1.12-1.18x the stored order's time from
- * DRAM and 1.05-1.06x from L2 (512 rows; 1.23x and 1.15x through the stage), a group at a time
- * 0.99-1.00x and 0.86-0.88x (one thread, session 36); Q4_0 files on the I16 kind ran 16-token
- * prompts 1.09-1.18x as fast by groups as by panels (its 4 blocks from registers), 32-512 tokens
- * 0.99-1.10x (tessera bench, alternating). The same panels, so the same bits. */
-static inline __attribute__((always_inline)) void q16_pack_group(uint32_t *P4, const uint8_t *W, int K, int n, int nv,
-                                                                  int g, int q8) {
-    const ts_dtype x16 = q8 ? TS_DTYPE_Q8_0X16 : TS_DTYPE_Q4_0X16;
-    const size_t rb = ts_gemm_row_bytes(x16, K), gb = 16 * (q8 ? 2 + TS_QBLOCK : 2 + TS_QBLOCK / 2);
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int h = 0; h < TS_PANEL_N; h += 16) {
-        int nrow = nv - h < 0 ? 0 : (nv - h > 16 ? 16 : nv - h);
-        const uint8_t *gp = W + (size_t)(n + h) * rb + (size_t)g * gb;
-        __m512i r[16];
-        ts_x16_group_cols(gp, rb, nrow, -1, r);
-        for (int L = 0; L < 16; L++) {
-            int b = ts_x16_lane(x16, L); /* lane L holds block b (the mapping is its own inverse) */
-            float *d = (float *)(P4 + (size_t)(b / 4) * TS_PANEL_SLOT + Q16_KB / 2 * TS_PANEL_N);
-            _mm512_store_si512(d + (size_t)(b % 4) * TS_PANEL_N + h, r[L]);
-        }
-        for (int m = 0; m < (q8 ? 8 : 4); m++) {
-            ts_x16_group_cols(gp, rb, nrow, m, r);
-            for (int L = 0; L < 16; L++) {
-                int b = ts_x16_lane(x16, L);
-                uint32_t *o = P4 + (size_t)(b / 4) * TS_PANEL_SLOT + (size_t)((b % 4) * (TS_QBLOCK / 2) + 2 * m) * TS_PANEL_N + h;
-                for (int e = 0; e < (q8 ? 1 : 2); e++) { /* Q4_0: the low nibbles (pairs 2m..), the high (8 + 2m..) */
-                    __m512i c = q8 ? r[L] : ts_q4_w8_512(r[L], e);
-                    __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(c));       /* rows 0-7 */
-                    __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(c, 1)); /* rows 8-15 */
-                    _mm512_store_si512(o + (size_t)e * 8 * TS_PANEL_N, _mm512_permutex2var_epi32(lo, ev, hi));
-                    _mm512_store_si512(o + (size_t)e * 8 * TS_PANEL_N + TS_PANEL_N, _mm512_permutex2var_epi32(lo, od, hi));
-                }
-            }
-        }
-    }
-}
-static void q16_pack_group_q8x16(void *P4, const void *W, int K, int n, int nv, int g) {
-    q16_pack_group(P4, W, K, n, nv, g, 1);
-}
-static void q16_pack_group_q4x16(void *P4, const void *W, int K, int n, int nv, int g) {
-    q16_pack_group(P4, W, K, n, nv, g, 0);
-}
-
-/* ms (<= Q16_MR) x rows of the block against the panel, per 32-position block an integer dot
- * product then scaled in FP32. I8 (constant): the 8-bit form (8 vpdpbusd steps of 4 positions a
- * block, the sums starting from the block's offset correction stored after the scales), else the
- * 16-bit one (16 vpdpwssd steps of 2 positions, from zero). np panel steps = np / (I8 ? 8 : 16)
- * blocks; the block scales of W follow the panel, those of x follow each x row. */
-static inline __attribute__((always_inline)) void qint_tile(float *y, int ldy, const uint32_t *x, int ldb,
-                                                             const uint32_t *P, int np, int MS, int first, int I8) {
-    const int steps = I8 ? 8 : 16, nblk = np / steps;
-    const float *dw = (const float *)(P + (size_t)np * TS_PANEL_N);
-    const __m512i *corr = (const __m512i *)(dw + (size_t)nblk * TS_PANEL_N);
-    __m512 acc[Q16_MR][4];
-#pragma GCC unroll 3
-    for (int i = 0; i < MS; i++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) acc[i][j] = _mm512_setzero_ps();
-    for (int blk = 0; blk < nblk; blk++) {
-        __m512i s[Q16_MR][4];
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            __m512i c = I8 ? _mm512_load_si512(corr + (size_t)blk * 4 + j) : _mm512_setzero_si512();
-#pragma GCC unroll 3
-            for (int i = 0; i < MS; i++) s[i][j] = c;
-        }
-        const uint32_t *pp = P + (size_t)blk * steps * TS_PANEL_N;
-#pragma GCC unroll 2
-        for (int q = 0; q < steps; q++, pp += TS_PANEL_N) {
-            __m512i w[4] = {_mm512_load_si512(pp), _mm512_load_si512(pp + 16), _mm512_load_si512(pp + 32),
-                            _mm512_load_si512(pp + 48)};
-#pragma GCC unroll 3
-            for (int i = 0; i < MS; i++) {
-                __m512i b = _mm512_set1_epi32((int)x[(size_t)i * ldb + blk * steps + q]);
-#pragma GCC unroll 4
-                for (int j = 0; j < 4; j++)
-                    s[i][j] = I8 ? _mm512_dpbusd_epi32(s[i][j], b, w[j]) : _mm512_dpwssd_epi32(s[i][j], w[j], b);
-            }
-        }
-#pragma GCC unroll 3
-        for (int i = 0; i < MS; i++) {
-            __m512 dx = _mm512_set1_ps(((const float *)(x + (size_t)i * ldb + np))[blk]);
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++)
-                acc[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[i][j]),
-                                            _mm512_mul_ps(_mm512_loadu_ps(dw + (size_t)blk * TS_PANEL_N + 16 * j), dx),
-                                            acc[i][j]);
-        }
-    }
-    ts_panel_store(y, ldy, acc, MS, first);
-}
-#define q16_tile(y, ldy, x, ldb, P, np, MS, first) qint_tile(y, ldy, x, ldb, P, np, MS, first, 0)
-#define q8x_tile(y, ldy, x, ldb, P, np, MS, first) qint_tile(y, ldy, x, ldb, P, np, MS, first, 1)
-
-/* Tiles of 1-3 rows; 4-6 as two of them (the framework's tiles go up to 6 rows). */
-TS_PANEL_TILES_3ROW(q16, q16_tile)
-
-static const ts_panel_ops k_q8_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0, NULL};
-static const ts_panel_ops k_q4_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0, NULL};
-static const ts_panel_ops k_q4x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4x16,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0X16, q16_pack_group_q4x16};
-static const ts_panel_ops k_q8x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8x16,
-                                      TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0X16, q16_pack_group_q8x16};
-
-
-/* ---- Prefill, experimental: 8-bit x (llama.cpp's Q8_0 activations) with vpdpbusd ----
- * x per 32-block to q = round(x * 127 / amax), stored as q + 128 (unsigned); panels of int8
- * codes, a dword = 4 consecutive positions of one row, and per block the FP32 scales and
- * -128 * sum(codes) (the offset's correction, the int32 accumulators' start value). */
-#define Q8X_KB 256
-
-static void q8x_row(uint8_t *q, float *d, const float *xp, int K) {
-    const __m512i perm = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
-    for (int b = 0; b < K; b += TS_QBLOCK) {
-        __m512 v0 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(xp + b));
-        __m512 v1 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(xp + b + 16));
-        float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-        float id = amax > 0 ? 127.0f / amax : 0.0f;
-        d[b / TS_QBLOCK] = amax / 127.0f;
-        __m512 vid = _mm512_set1_ps(id);
-        const __m128i off = _mm_set1_epi8((char)0x80);
-        _mm_storeu_si128((__m128i *)(q + b), _mm_xor_si128(off, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)))));
-        _mm_storeu_si128((__m128i *)(q + b + 16),
-                         _mm_xor_si128(off, _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(v1, vid)))));
-    }
-}
-
-static void q8x_x_block(void *xb, const float *xp, int ldx, int S, int k0, int kb) {
-    for (int s = 0; s < S; s++) {
-        uint32_t *r = (uint32_t *)xb + (size_t)s * TS_PANEL_LDB;
-        q8x_row((uint8_t *)r, (float *)(r + kb / 4), xp + (size_t)s * ldx + k0, kb);
-    }
-}
-
-static inline __attribute__((always_inline)) void q8x_pack(void *Pv, const void *Wv, ts_dtype dt, int K, int n, int nv,
-                                                            int k0, int kb) {
-    uint32_t *P = Pv;
-    int nblk = kb / TS_QBLOCK;
-    float *dw = (float *)(P + (size_t)kb / 4 * TS_PANEL_N);
-    int32_t *corr = (int32_t *)(dw + (size_t)nblk * TS_PANEL_N);
-    const uint8_t *W = Wv;
-    size_t rb = ts_gemm_row_bytes(dt, K);
-    const ts_dtype st = ts_x16_stored(dt);
-    const __m512i ones = _mm512_set1_epi8(1);
-    uint8_t stage[16][8 + 4 * TS_QBLOCK] __attribute__((aligned(64)));
-    ts_qblk qb[16][4];
-    for (int g = 0; g < TS_PANEL_N; g += 16) {
-        int nrow = nv - g < 0 ? 0 : (nv - g > 16 ? 16 : nv - g);
-        for (int b = 0; b < nblk; b += 2) { /* two blocks per 64-byte row: 16 quads */
-            int two = b + 1 < nblk;
-            if (b % 4 == 0) /* 4 blocks of each row found (staged) at once */
-                for (int i = 0; i < nrow; i++)
-                    ts_qblk_run(W + (size_t)(n + g + i) * rb, K, k0 / TS_QBLOCK + b, nblk - b < 4 ? nblk - b : 4, dt,
-                                stage[i], qb[i]);
-            __m512i r[16];
-            for (int i = 0; i < 16; i++) {
-                ts_qblk q0 = i < nrow ? qb[i][b % 4] : (ts_qblk){0}, q1 = i < nrow && two ? qb[i][b % 4 + 1] : q0;
-                __m256i lo = i < nrow ? ts_qblk_w8(q0, st) : _mm256_setzero_si256();
-                __m256i hi = i < nrow && two ? ts_qblk_w8(q1, st) : _mm256_setzero_si256();
-                r[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-                dw[(size_t)b * TS_PANEL_N + g + i] = i < nrow ? f16(q0.scale) : 0.0f;
-                if (two) dw[(size_t)(b + 1) * TS_PANEL_N + g + i] = i < nrow ? f16(q1.scale) : 0.0f;
-            }
-            ts_transpose16_epi32(r); /* r[q]: quad q of the 16 rows (8..15: the second block) */
-            for (int h = 0; h < 1 + two; h++) {
-                __m512i sum = _mm512_setzero_si512();
-                uint32_t *o = P + (size_t)(b + h) * 8 * TS_PANEL_N + g;
-                for (int q = 0; q < 8; q++) {
-                    _mm512_store_si512(o + (size_t)q * TS_PANEL_N, r[8 * h + q]);
-                    sum = _mm512_dpbusd_epi32(sum, ones, r[8 * h + q]);
-                }
-                _mm512_storeu_si512(corr + (size_t)(b + h) * TS_PANEL_N + g, _mm512_slli_epi32(_mm512_sub_epi32(_mm512_setzero_si512(), sum), 7));
-            }
-        }
-    }
-}
-static void q8x_pack_q8(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    q8x_pack(P, W, TS_DTYPE_Q8_0, K, n, nv, k0, kb);
-}
-static void q8x_pack_q4(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    q8x_pack(P, W, TS_DTYPE_Q4_0, K, n, nv, k0, kb);
-}
-static void q8x_pack_q8x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    q8x_pack(P, W, TS_DTYPE_Q8_0X16, K, n, nv, k0, kb);
-}
-static void q8x_pack_q4x16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
-    q8x_pack(P, W, TS_DTYPE_Q4_0X16, K, n, nv, k0, kb);
-}
-
-TS_PANEL_TILES_3ROW(q8x, q8x_tile)
-static const ts_panel_ops k_q8_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0, NULL};
-static const ts_panel_ops k_q4_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0, NULL};
-static const ts_panel_ops k_q4x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q4x16,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q4_0X16, NULL};
-static const ts_panel_ops k_q8x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8x16,
-                                     TS_PANEL_TILE_LIST(q8x), TS_DTYPE_Q8_0X16, NULL};
 
 /* the few-row prefill (gemv_rows_batch_g's i16 form) per type and nibble split */
 static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K, int n0,
@@ -1393,15 +855,6 @@ static void i16_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const
  * panels from 9 rows at K = 8192, 3.10 vs 3.04 ms then.) */
 static int i16_small_rows(int S) { return S < TS_I16_PANELS_MIN_S_X16; }
 
-static void q_prefill_i16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
-                          int n0, int n1) {
-    ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8_i16, &k_q4_i16, &k_q8x16_i16, &k_q4x16_i16), y, ldy, xp, ldx, W, K, S, n0, n1);
-}
-static void q_prefill_i8(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
-                         int n0, int n1) {
-    ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8_i8, &k_q4_i8, &k_q8x16_i8, &k_q4x16_i8), y, ldy, xp, ldx, W, K, S, n0, n1);
-}
-
 /* Whether the AMX kind runs S lane-order rows on the tiles rather than the few-row kernel (or
  * the I16 panels). Since its packs transpose whole groups (gemm_q_amx.c, session 34) AMX costs
  * about the same from 4 to 16 rows; against the few-row kernel, one thread, one matrix, ms (Intel
@@ -1416,13 +869,8 @@ static int amx_rows_x16(int S, int K) {
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
                                   ts_dtype dt, int K, int S, int n0, int n1) {
     if (n0 >= n1 || S < 1) return;
-    if (dt == TS_DTYPE_Q8_0T16) { /* AMX on the tiles as they lie; a few rows each code vector against every x row */
-        if (k == TS_Q_PREFILL_AMX && S < T16_AMX_MIN_S && S <= TS_GEMM_BATCH_MAX) {
-            ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, dt, K, S, n0, n1, ts_cpu_quantize_x_avx512, t16_rows_i16);
-            return;
-        }
-        if (k != TS_Q_PREFILL_AMX || !ts_cpu_gemm_q_amx_t16(y, ldy, xp, ldx, W, K, S, n0, n1))
-            t16_by_groups(k, y, ldy, xp, ldx, W, K, S, n0, n1);
+    if (dt == TS_DTYPE_Q8_0T16) {
+        ts_cpu_gemm_q_prefill_t16_avx512(k, y, ldy, xp, ldx, W, K, S, n0, n1);
         return;
     }
     /* I16's bits (I16 itself or AMX) for lane-order rows: the tiles, else for a few rows the
@@ -1437,11 +885,11 @@ void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float
     }
     switch (k) {
     case TS_Q_PREFILL_BF16: ts_cpu_gemm_q_bf16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
-    case TS_Q_PREFILL_I8: q_prefill_i8(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
-    case TS_Q_PREFILL_I16: q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    case TS_Q_PREFILL_I8: ts_cpu_q_prefill_i8_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
+    case TS_Q_PREFILL_I16: ts_cpu_q_prefill_i16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     case TS_Q_PREFILL_AMX: /* the same bits either way (gemm_q_amx.c); stored rows: I16 below 32 rows (gemm.h) */
         if (!ts_dtype_is_x16(dt) && S >= TS_AMX_MIN_S) ts_cpu_gemm_q_amx(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
-        else q_prefill_i16(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
+        else ts_cpu_q_prefill_i16_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         break;
     default: ts_cpu_gemm_q_panels_avx512(y, ldy, xp, ldx, W, dt, K, S, n0, n1); break;
     }

@@ -72,7 +72,7 @@ static inline __attribute__((always_inline)) __m256i ts_qblk_w8(ts_qblk q, ts_dt
  * bytes), codes to co (block j at co + 16 j for Q4_0, co + 32 j for Q8_0). A few loads and
  * shuffles for the four, where reading each block through ts_qblk_at takes a gather: the I8
  * prefill packs stage each row's blocks so, and the I16 ones where they cannot take a whole
- * group at a time (q16_pack_group, gemm_q_avx512.c). The AMX packs read a lane-order row's whole groups by transposes
+ * group at a time (q16_pack_group, gemm_q_panels_avx512.c). The AMX packs read a lane-order row's whole groups by transposes
  * (gemm_q_amx.c, pack_group_x16), its tail and stored rows block by block. */
 /* Q4_0: the 16 code bytes of blocks b0 + j in 128-bit lane j (lanes = blocks: 16 bytes of each
  * code vector, a 4 x 4 dword transpose) */
@@ -119,7 +119,7 @@ static inline __attribute__((always_inline)) void ts_x16_unlane4(ts_dtype x16, c
 
 /* A whole 16-block group of 16 lane-order rows (nrow of them from gp, the group's first byte in
  * the first row, rows rb apart; the others zero) by columns, as both whole-group packs (the AMX
- * tiles', gemm_q_amx.c; the I16 panels', gemm_q_avx512.c) read it: m < 0 the scales as floats,
+ * tiles', gemm_q_amx.c; the I16 panels', gemm_q_panels_avx512.c) read it: m < 0 the scales as floats,
  * r[L] the 16 rows' scale of lane L's block; else code vector m, r[L] dword m of lane L's block in
  * the 16 rows (Q8_0: codes 4m..4m+3; Q4_0: those in the low nibbles, 16 + 4m.. in the high ones).
  * One 16 x 16 dword transpose each. */

@@ -1,0 +1,280 @@
+/* AVX-512 VNNI kernels on Q8_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16): the single and batched
+ * decode and the few-row prefill (the AMX tiles read the same layout, gemm_q_amx.c). Every
+ * result has the stored and lane orders' bits (gemm_q_avx512.c). Compiled with gemm_q_avx512.c's
+ * flags (CMakeLists.txt); used only when CPUID has AVX-512 VNNI. */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "target/cpu/gemm.h"
+#include "target/cpu/gemm_q_avx512.h"
+#include "target/cpu/prefetch.h"
+
+/* ---- Decode on tile-order Q8_0 (gemm.h, TS_DTYPE_Q8_0T16) ----
+ * 16 rows at once, lane = row: per block, each code vector (dword m of the 16 rows) against x's
+ * dword m broadcast, in the lane order's two chains (high bytes of x against the codes flipped
+ * to unsigned, low bytes against the codes, the low chain from the correction term), so each
+ * block's int32 sum is exact, as there. The FP32 steps are the lane order's too: a row's block j
+ * of each group goes to the accumulator of the lane that holds block j there (ts_x16_lane), with
+ * the same fma of sum * (d_w * d_x) group after group, and the 16 accumulators are summed in
+ * _mm512_reduce_add_ps's tree (GCC's: lanes i and i + 8, then i and i + 4, then 0 + 2 and 1 + 3,
+ * then those two): every row has the lane order's bits, which are the stored order's
+ * (test_cpu_gemm_q compares all three). Two groups a pass, a quarter (4 blocks) of each in turn,
+ * the lines of a quarter requested an eighth per code vector at the distances of TS_PF_Q8T16
+ * (prefetch.c; chosen per process), the accumulators in memory (touched once a block). On the
+ * Intel Xeon with AMX, two threads from DRAM (tools/gemv_sweep, fractions of the read probe in
+ * the same rounds), tile order against lane order: K = 2048 0.89-0.91 vs 0.90-0.92, 3072 0.89
+ * vs 0.88, 8192 0.87 vs 0.87, but 1024 0.86-0.89 vs 0.94-0.98 (so gemm_q.c takes the tile order
+ * from K = 2048). One group a pass read 0.84-0.86 at K = 2048, four a pass 0.85; one group with
+ * the quarter's requests in one burst and the accumulators in registers (which spilled) decoded
+ * Llama-3.2-1B Q8_0 at 0.91-0.97x the lane order's tok/s, two a pass at 0.99-1.00x (session 38). */
+typedef struct t16x {
+    const uint8_t *hi, *lo;
+    const int32_t *ncorr;
+    const float *d;
+} t16x;
+
+static void t16_prepare(uint8_t *hi, uint8_t *lo, int32_t *ncorr, ts_gemm_qx qx, int nb) {
+    const __m512i ones = _mm512_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        __m512i v = _mm512_loadu_si512(qx.q + (size_t)b * TS_QBLOCK), h = _mm512_srai_epi16(v, 8);
+        _mm256_storeu_si256((__m256i *)(hi + (size_t)b * TS_QBLOCK), _mm512_cvtepi16_epi8(h));
+        _mm256_storeu_si256((__m256i *)(lo + (size_t)b * TS_QBLOCK), _mm512_cvtepi16_epi8(v));
+        ncorr[b] = -32768 * _mm512_reduce_add_epi32(_mm512_madd_epi16(h, ones));
+    }
+}
+
+/* blocks b + 4q .. b + 4q + 3 (q a constant: j = 4q + u of the group) of one 16-row group, whose
+ * block b starts at p */
+static inline __attribute__((always_inline)) void t16_quarter(float *acc, const uint8_t *p, int b, int q,
+                                                              const t16x *x, ts_pf pf) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    const uint8_t *r = p + (size_t)(4 * q) * TS_T16_GROUP_BLOCK;
+    enum { LINES = 4 * TS_T16_GROUP_BLOCK / 64 }; /* 34: the quarter's lines, requested an eighth per code vector */
+    __m512i ih[4], il[4];
+    for (int u = 0; u < 4; u++) ih[u] = _mm512_setzero_si512(), il[u] = _mm512_set1_epi32(x->ncorr[b + 4 * q + u]);
+    for (int m = 0; m < TS_QBLOCK / 4; m++) {
+        const int l0 = LINES * m / 8, l1 = LINES * (m + 1) / 8;
+        ts_pf_lines(r + 64 * l0, pf, l1 - l0);
+        for (int u = 0; u < 4; u++) {
+            const size_t k = (size_t)(b + 4 * q + u) * TS_QBLOCK + 4 * (size_t)m;
+            __m512i w = _mm512_loadu_si512(r + (size_t)u * TS_T16_GROUP_BLOCK + 32 + 64 * m);
+            int32_t h, lo;
+            memcpy(&h, x->hi + k, 4), memcpy(&lo, x->lo + k, 4);
+            ih[u] = _mm512_dpbusd_epi32(ih[u], _mm512_xor_si512(w, flip), _mm512_set1_epi32(h));
+            il[u] = _mm512_dpbusd_epi32(il[u], _mm512_set1_epi32(lo), w);
+        }
+    }
+    for (int u = 0; u < 4; u++) {
+        const int j = 4 * q + u, lane = ts_x16_lane(TS_DTYPE_Q8_0X16, j);
+        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + (size_t)u * TS_T16_GROUP_BLOCK)));
+        __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[u], 8), il[u]);
+        __m512 mv = _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b + j]));
+        _mm512_store_ps(acc + 16 * lane, _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), mv, _mm512_load_ps(acc + 16 * lane)));
+    }
+}
+
+/* R (a constant, 1 or 2) 16-row groups gbytes apart, their quarters in turn */
+static inline __attribute__((always_inline)) void t16_groups(float *y, const uint8_t *G, size_t gbytes, int R, int nb,
+                                                             const t16x *x, ts_pf pf) {
+    float accm[2][16 * 16] __attribute__((aligned(64)));
+    for (int r = 0; r < R; r++)
+        for (int i = 0; i < 16; i++) _mm512_store_ps(accm[r] + 16 * i, _mm512_setzero_ps());
+    for (int b = 0; b < nb; b += TS_Q_GROUP)
+        for (int q = 0; q < 4; q++)
+            for (int r = 0; r < R; r++)
+                t16_quarter(accm[r], G + (size_t)r * gbytes + (size_t)b * TS_T16_GROUP_BLOCK, b, q, x, pf);
+    for (int r = 0; r < R; r++) {
+        __m512 acc[16];
+        for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(accm[r] + 16 * i);
+        for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
+        for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
+        _mm512_storeu_ps(y + 16 * r, _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+    }
+}
+static void t16_group(float *y16, const uint8_t *G, int nb, const t16x *x, ts_pf pf) {
+    t16_groups(y16, G, 0, 1, nb, x, pf);
+}
+
+void ts_cpu_gemv_rows_t16_avx512(float *y, ts_gemm_qx qx, const uint8_t *W, int K, int n0, int n1) {
+    const int nb = K / TS_QBLOCK;
+    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    uint8_t sbuf[2 * TS_GEMM_QX_MAX] __attribute__((aligned(64)));
+    int32_t sncorr[TS_GEMM_QX_MAX / TS_QBLOCK];
+    uint8_t *buf = sbuf;
+    int32_t *ncorr = sncorr;
+    void *heap = NULL;
+    if (K > TS_GEMM_QX_MAX) {
+        heap = malloc(2 * (size_t)K + sizeof(int32_t) * (size_t)nb);
+        if (!heap) return; /* as ts_cpu_gemm_q_decode */
+        buf = heap, ncorr = (int32_t *)(buf + 2 * (size_t)K);
+    }
+    t16_prepare(buf, buf + K, ncorr, qx, nb);
+    const t16x x = {buf, buf + K, ncorr, qx.d};
+    const uint64_t bytes = (uint64_t)((n1 + 15) / 16 - n0 / 16) * gbytes;
+    uint64_t t0;
+    const int c = ts_pf_begin(TS_PF_Q8T16, bytes, &t0);
+    const ts_pf pf = ts_pf_candidate(TS_PF_Q8T16, c);
+    for (int g = n0 / 16; 16 * g < n1; g++) {
+        const uint8_t *G = W + (size_t)g * gbytes;
+        if (16 * g >= n0 && 16 * g + 32 <= n1) { /* two whole groups */
+            t16_groups(y + 16 * g, G, gbytes, 2, nb, &x, pf);
+            g++;
+            continue;
+        }
+        if (16 * g >= n0 && 16 * g + 16 <= n1) {
+            t16_group(y + 16 * g, G, nb, &x, pf);
+            continue;
+        }
+        float t[16]; /* a share that starts or ends inside the group: its rows only */
+        t16_group(t, G, nb, &x, pf);
+        for (int j = 0; j < 16; j++)
+            if (16 * g + j >= n0 && 16 * g + j < n1) y[16 * g + j] = t[j];
+    }
+    ts_pf_end(TS_PF_Q8T16, c, t0, bytes);
+    free(heap);
+}
+
+/* Several x rows against the tile order (the batched decode, and the few-row prefill below the
+ * AMX tiles): per block of a 16-row group the 8 code vectors loaded (and flipped) once into
+ * registers, then every x row's two chains against them, so a group is read from memory once per
+ * call whatever S. Each x row's state lives in a small array (same values as in registers).
+ * i16 (a constant): I16's FP32 order (per K block of 4 blocks an FP32 sum from zero, then y = it
+ * or y + it: the few-row prefill, the AMX kind's bits); else the single decode's (t16_quarter's
+ * accumulator per lane, t16_group's tree): each row of a batched decode has its decode's bits. */
+typedef struct t16rows {
+    t16x x[TS_GEMM_BATCH_MAX];
+    uint8_t *buf;
+} t16rows;
+
+static int t16_rows_prepare(t16rows *r, const ts_gemm_qx *qx, int S, int K) {
+    const int nb = K / TS_QBLOCK;
+    const size_t per = 2 * (size_t)K + sizeof(int32_t) * (size_t)nb;
+    r->buf = malloc(per * (size_t)S);
+    if (!r->buf) return 0;
+    for (int s = 0; s < S; s++) {
+        uint8_t *p = r->buf + per * (size_t)s;
+        t16_prepare(p, p + K, (int32_t *)(p + 2 * (size_t)K), qx[s], nb);
+        r->x[s] = (t16x){p, p + K, (const int32_t *)(p + 2 * (size_t)K), qx[s].d};
+    }
+    return 1;
+}
+
+static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, const t16rows *r, int S,
+                                                             const uint8_t *W, int K, int n0, int n1, int i16) {
+    const int nb = K / TS_QBLOCK;
+    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    /* the batched decode's calls are timed for the per-process choice of distances, as the
+     * lane order's (a server decodes only through them); the few-row prefill's are not */
+    const uint64_t bytes = i16 ? 0 : (uint64_t)((n1 + 15) / 16 - n0 / 16) * gbytes;
+    uint64_t t0;
+    const int c = ts_pf_begin(TS_PF_Q8T16, bytes, &t0);
+    const ts_pf pf = ts_pf_candidate(TS_PF_Q8T16, c);
+    /* decode: 16 lane accumulators per row; i16: the K block's sum and y per row */
+    __m512 st[TS_GEMM_BATCH_MAX][16];
+    for (int g = n0 / 16; 16 * g < n1; g++) {
+        const uint8_t *G = W + (size_t)g * gbytes;
+        for (int s = 0; s < S; s++)
+            for (int i = 0; i < (i16 ? 2 : 16); i++) st[s][i] = _mm512_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const uint8_t *blk = G + (size_t)b * TS_T16_GROUP_BLOCK;
+            ts_pf_lines(blk, pf, (TS_T16_GROUP_BLOCK + 63) / 64);
+            __m512i w[TS_QBLOCK / 4], u[TS_QBLOCK / 4];
+            for (int m = 0; m < TS_QBLOCK / 4; m++)
+                w[m] = _mm512_loadu_si512(blk + 32 + 64 * m), u[m] = _mm512_xor_si512(w[m], flip);
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            const int j = b % TS_Q_GROUP, lane = ts_x16_lane(TS_DTYPE_Q8_0X16, j);
+            for (int s = 0; s < S; s++) {
+                const t16x *x = &r->x[s];
+                __m512i ih = _mm512_setzero_si512(), il = _mm512_set1_epi32(x->ncorr[b]);
+                for (int m = 0; m < TS_QBLOCK / 4; m++) {
+                    const size_t k = (size_t)b * TS_QBLOCK + 4 * (size_t)m;
+                    int32_t h, lo;
+                    memcpy(&h, x->hi + k, 4), memcpy(&lo, x->lo + k, 4);
+                    ih = _mm512_dpbusd_epi32(ih, u[m], _mm512_set1_epi32(h));
+                    il = _mm512_dpbusd_epi32(il, _mm512_set1_epi32(lo), w[m]);
+                }
+                const __m512 t = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(ih, 8), il));
+                const __m512 mv = _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b]));
+                if (!i16) {
+                    st[s][lane] = _mm512_fmadd_ps(t, mv, st[s][lane]);
+                    continue;
+                }
+                /* st[s][0]: the K block's sum (from zero at its first block), st[s][1]: y */
+                st[s][0] = _mm512_fmadd_ps(t, mv, b % TS_I16_KB_BLOCKS ? st[s][0] : _mm512_setzero_ps());
+                if (b % TS_I16_KB_BLOCKS == TS_I16_KB_BLOCKS - 1)
+                    st[s][1] = b < TS_I16_KB_BLOCKS ? st[s][0] : _mm512_add_ps(st[s][1], st[s][0]);
+            }
+        }
+        for (int s = 0; s < S; s++) {
+            float t[16];
+            if (i16) {
+                _mm512_storeu_ps(t, st[s][1]);
+            } else {
+                __m512 *a = st[s];
+                for (int i = 0; i < 8; i++) a[i] = _mm512_add_ps(a[i + 8], a[i]);
+                for (int i = 0; i < 4; i++) a[i] = _mm512_add_ps(a[i + 4], a[i]);
+                _mm512_storeu_ps(t, _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
+            }
+            for (int i = 0; i < 16; i++)
+                if (16 * g + i >= n0 && 16 * g + i < n1) y[(size_t)s * ldy + 16 * g + i] = t[i];
+        }
+    }
+    ts_pf_end(TS_PF_Q8T16, c, t0, bytes);
+}
+
+/* The batched decode. Llama-3.2-1B Q8_0 (tessera bench --batch 1,4,8), tile order against lane
+ * order: 4 sequences 58.7 vs 58.3 tok/s together, 8 sequences 91.8 vs 75.6 (the single decode run
+ * per x row and group from L2: 4 sequences 41; each group put back in stored order: 18.7). */
+void ts_cpu_gemv_rows_batch_t16_avx512(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, int K,
+                                       int n0, int n1) {
+    t16rows r;
+    if (!t16_rows_prepare(&r, qx, S, K)) return; /* as ts_cpu_gemm_q_decode_batch */
+    t16_rows_g(y, ldy, &r, S, W, K, n0, n1, 0);
+    free(r.buf);
+}
+/* The few-row prefill on the tile order (I16's bits) */
+static void t16_rows_i16(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K, int n0,
+                         int n1) {
+    (void)dt;
+    t16rows r;
+    if (!t16_rows_prepare(&r, qx, S, K)) return;
+    t16_rows_g(y, ldy, &r, S, W, K, n0, n1, 1);
+    free(r.buf);
+}
+
+/* Rows from which the AMX kind runs a tile-order prefill on the tiles, below them t16_rows_i16.
+ * One matrix, one thread, W from DRAM, ms (session 38), few-row vs tiles: 8192 x 2048 at 2 / 4 /
+ * 6 / 7 rows 1.23 / 1.55 / 1.76 / 1.99 vs 1.64 / 1.74 / 1.83 / 1.87; against the lane order's
+ * kernels (its few-row kernel below 9 rows, 6-7 at large K) the tile order ran 8192 x 2048 1.02-1.15x
+ * as fast at 2-7 rows, 1.25-1.40x at 8-16; 2048 x 8192 1.16-1.26x; 2048 x 2048 1.04-1.34x; 3072 x
+ * 1024 1.09-1.26x. */
+#define T16_AMX_MIN_S 7
+
+/* What has no tile-order kernel (the prefill kinds other than AMX, AMX without its memory) runs
+ * on each 16-row group put back in stored order: the stored rows' bits, which the tile order's
+ * own kernels give too. */
+static void t16_by_groups(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const uint8_t *W, int K, int S,
+                          int n0, int n1) {
+    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    uint8_t *buf = malloc(16 * rb);
+    if (!buf) return; /* cannot happen for a model that loaded; outputs stay as they were */
+    for (int g = n0 / 16; 16 * g < n1; g++) {
+        int a = (n0 > 16 * g ? n0 : 16 * g) - 16 * g, b = (n1 < 16 * g + 16 ? n1 : 16 * g + 16) - 16 * g;
+        ts_t16_group_stored(W, K, g, buf);
+        ts_cpu_gemm_q_prefill_avx512(k, y + 16 * g, ldy, xp, ldx, buf, TS_DTYPE_Q8_0, K, S, a, b);
+    }
+    free(buf);
+}
+
+void ts_cpu_gemm_q_prefill_t16_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const uint8_t *W,
+                                      int K, int S, int n0, int n1) {
+    if (k == TS_Q_PREFILL_AMX && S < T16_AMX_MIN_S && S <= TS_GEMM_BATCH_MAX) {
+        ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, TS_DTYPE_Q8_0T16, K, S, n0, n1, ts_cpu_quantize_x_avx512,
+                                   t16_rows_i16);
+        return;
+    }
+    if (k != TS_Q_PREFILL_AMX || !ts_cpu_gemm_q_amx_t16(y, ldy, xp, ldx, W, K, S, n0, n1))
+        t16_by_groups(k, y, ldy, xp, ldx, W, K, S, n0, n1);
+}
