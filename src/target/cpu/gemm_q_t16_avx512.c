@@ -19,15 +19,16 @@
  * the same fma of sum * (d_w * d_x) group after group, and the 16 accumulators are summed in
  * _mm512_reduce_add_ps's tree (GCC's: lanes i and i + 8, then i and i + 4, then 0 + 2 and 1 + 3,
  * then those two): every row has the lane order's bits, which are the stored order's
- * (test_cpu_gemm_q compares all three). Two groups a pass, a quarter (4 blocks) of each in turn,
- * the lines of a quarter requested an eighth per code vector at the distances of TS_PF_Q8T16
- * (prefetch.c; chosen per process), the accumulators in memory (touched once a block). On the
- * Intel Xeon with AMX, two threads from DRAM (tools/gemv_sweep, fractions of the read probe in
- * the same rounds), tile order against lane order: K = 2048 0.89-0.91 vs 0.90-0.92, 3072 0.89
- * vs 0.88, 8192 0.87 vs 0.87, but 1024 0.86-0.89 vs 0.94-0.98 (so gemm_q.c takes the tile order
- * from K = 2048). One group a pass read 0.84-0.86 at K = 2048, four a pass 0.85; one group with
- * the quarter's requests in one burst and the accumulators in registers (which spilled) decoded
- * Llama-3.2-1B Q8_0 at 0.91-0.97x the lane order's tok/s, two a pass at 0.99-1.00x (session 38). */
+ * (test_cpu_gemm_q compares all three). Two groups a pass, block by block (t16_pair): x's dwords
+ * broadcast once for both groups, 8 code vectors of each against them, one request per code
+ * vector at the distances of TS_PF_Q8T16 (prefetch.c; chosen per process), the accumulators in
+ * memory (touched once a block). On the Intel Xeon with AMX, two threads from DRAM
+ * (tools/gemv_sweep, 1 GiB, fractions of the read probe in the same rounds, session 40): K = 1024
+ * / 2048 / 8192 0.94 / 0.99 / 0.98-0.99 against the lane order's 0.89-0.90 / 0.84-0.88 /
+ * 0.84-0.86; one group a pass 0.82 / 0.96 / 0.93. The form before (a quarter of 4 blocks of each
+ * group in turn, the x dwords loaded per group, the quarter's 34 requests spread over its 8 code
+ * vectors by a computed count) compiled to a loop that copied its 8 accumulators every step and
+ * read 0.79 / 0.82 / 0.87 in the same runs. */
 typedef struct t16x {
     const uint8_t *hi, *lo;
     const int32_t *ncorr;
@@ -44,46 +45,52 @@ static void t16_prepare(uint8_t *hi, uint8_t *lo, int32_t *ncorr, ts_gemm_qx qx,
     }
 }
 
-/* blocks b + 4q .. b + 4q + 3 (q a constant: j = 4q + u of the group) of one 16-row group, whose
- * block b starts at p */
-static inline __attribute__((always_inline)) void t16_quarter(float *acc, const uint8_t *p, int b, int q,
-                                                              const t16x *x, ts_pf pf) {
+/* Blocks b and b + 1 (b even) of R (a constant, 1 or 2) 16-row groups gbytes apart, whose
+ * block b starts at p: per block the 8 code vectors of each group against x's dwords broadcast
+ * once for the R groups, then the block's FP32 step into its lane accumulator (accm[r], 16
+ * vectors per group, in memory). A pair of blocks is 17 lines (groups start on a line: gbytes is
+ * a multiple of 1088 and nb is even where the tile order is used), requested one per code vector
+ * and the 17th after the first block, at the distances of TS_PF_Q8T16. */
+static inline __attribute__((always_inline)) void t16_pair(float (*accm)[16 * 16], const uint8_t *p, size_t gbytes,
+                                                           int R, int b, const t16x *x, ts_pf pf) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    const uint8_t *r = p + (size_t)(4 * q) * TS_T16_GROUP_BLOCK;
-    enum { LINES = 4 * TS_T16_GROUP_BLOCK / 64 }; /* 34: the quarter's lines, requested an eighth per code vector */
-    __m512i ih[4], il[4];
-    for (int u = 0; u < 4; u++) ih[u] = _mm512_setzero_si512(), il[u] = _mm512_set1_epi32(x->ncorr[b + 4 * q + u]);
-    for (int m = 0; m < TS_QBLOCK / 4; m++) {
-        const int l0 = LINES * m / 8, l1 = LINES * (m + 1) / 8;
-        ts_pf_lines(r + 64 * l0, pf, l1 - l0);
-        for (int u = 0; u < 4; u++) {
-            const size_t k = (size_t)(b + 4 * q + u) * TS_QBLOCK + 4 * (size_t)m;
-            __m512i w = _mm512_loadu_si512(r + (size_t)u * TS_T16_GROUP_BLOCK + 32 + 64 * m);
+    for (int v = 0; v < 2; v++) {
+        const int bb = b + v;
+        __m512i ih[2], il[2];
+        for (int r = 0; r < R; r++) ih[r] = _mm512_setzero_si512(), il[r] = _mm512_set1_epi32(x->ncorr[bb]);
+        for (int m = 0; m < TS_QBLOCK / 4; m++) {
+            const size_t k = (size_t)bb * TS_QBLOCK + 4 * (size_t)m;
             int32_t h, lo;
             memcpy(&h, x->hi + k, 4), memcpy(&lo, x->lo + k, 4);
-            ih[u] = _mm512_dpbusd_epi32(ih[u], _mm512_xor_si512(w, flip), _mm512_set1_epi32(h));
-            il[u] = _mm512_dpbusd_epi32(il[u], _mm512_set1_epi32(lo), w);
+            const __m512i hb = _mm512_set1_epi32(h), lb = _mm512_set1_epi32(lo);
+            for (int r = 0; r < R; r++) {
+                const uint8_t *blk = p + (size_t)r * gbytes + (size_t)v * TS_T16_GROUP_BLOCK;
+                ts_pf_lines(p + (size_t)r * gbytes + 64 * (9 * v + m), pf, 1);
+                __m512i w = _mm512_loadu_si512(blk + 32 + 64 * m);
+                ih[r] = _mm512_dpbusd_epi32(ih[r], _mm512_xor_si512(w, flip), hb);
+                il[r] = _mm512_dpbusd_epi32(il[r], lb, w);
+            }
         }
-    }
-    for (int u = 0; u < 4; u++) {
-        const int j = 4 * q + u, lane = ts_x16_lane(TS_DTYPE_Q8_0X16, j);
-        __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(r + (size_t)u * TS_T16_GROUP_BLOCK)));
-        __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[u], 8), il[u]);
-        __m512 mv = _mm512_mul_ps(dw, _mm512_set1_ps(x->d[b + j]));
-        _mm512_store_ps(acc + 16 * lane, _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), mv, _mm512_load_ps(acc + 16 * lane)));
+        const int lane = ts_x16_lane(TS_DTYPE_Q8_0X16, bb % TS_Q_GROUP);
+        const __m512 dx = _mm512_set1_ps(x->d[bb]);
+        for (int r = 0; r < R; r++) {
+            const uint8_t *blk = p + (size_t)r * gbytes + (size_t)v * TS_T16_GROUP_BLOCK;
+            if (!v) ts_pf_lines(p + (size_t)r * gbytes + 64 * 8, pf, 1);
+            __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            __m512i t = _mm512_add_epi32(_mm512_slli_epi32(ih[r], 8), il[r]);
+            float *a = accm[r] + 16 * lane;
+            _mm512_store_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(t), _mm512_mul_ps(dw, dx), _mm512_load_ps(a)));
+        }
     }
 }
 
-/* R (a constant, 1 or 2) 16-row groups gbytes apart, their quarters in turn */
+/* R (a constant, 1 or 2) 16-row groups gbytes apart, block pair after block pair */
 static inline __attribute__((always_inline)) void t16_groups(float *y, const uint8_t *G, size_t gbytes, int R, int nb,
                                                              const t16x *x, ts_pf pf) {
     float accm[2][16 * 16] __attribute__((aligned(64)));
     for (int r = 0; r < R; r++)
         for (int i = 0; i < 16; i++) _mm512_store_ps(accm[r] + 16 * i, _mm512_setzero_ps());
-    for (int b = 0; b < nb; b += TS_Q_GROUP)
-        for (int q = 0; q < 4; q++)
-            for (int r = 0; r < R; r++)
-                t16_quarter(accm[r], G + (size_t)r * gbytes + (size_t)b * TS_T16_GROUP_BLOCK, b, q, x, pf);
+    for (int b = 0; b < nb; b += 2) t16_pair(accm, G + (size_t)b * TS_T16_GROUP_BLOCK, gbytes, R, b, x, pf);
     for (int r = 0; r < R; r++) {
         __m512 acc[16];
         for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(accm[r] + 16 * i);
@@ -140,8 +147,8 @@ void ts_cpu_gemv_rows_t16_avx512(float *y, ts_gemm_qx qx, const uint8_t *W, int 
  * registers, then every x row's two chains against them, so a group is read from memory once per
  * call whatever S. Each x row's state lives in a small array (same values as in registers).
  * i16 (a constant): I16's FP32 order (per K block of 4 blocks an FP32 sum from zero, then y = it
- * or y + it: the few-row prefill, the AMX kind's bits); else the single decode's (t16_quarter's
- * accumulator per lane, t16_group's tree): each row of a batched decode has its decode's bits. */
+ * or y + it: the few-row prefill, the AMX kind's bits); else the single decode's (t16_pair's
+ * accumulator per lane, t16_groups' tree): each row of a batched decode has its decode's bits. */
 typedef struct t16rows {
     t16x x[TS_GEMM_BATCH_MAX];
     uint8_t *buf;
