@@ -280,31 +280,33 @@ static void check_amx_bits(ts_dtype dt, const uint8_t *w, const uint8_t *r, int 
     free(xp), free(x), free(a), free(b);
 }
 
-/* Q8_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16; chosen only where AMX runs): the layout round-trips
- * group by group and row by row, and the decode, the batched decode and every prefill kind (AMX:
- * its few-row kernel below 7 rows, its tiles as they lie from there, x in passes at S = 300; the
- * other kinds through each group put back) give the stored rows' bits, for all rows and for
- * shares that start and end inside a 16-row group or leave a lone last group. */
-static void check_t16(void) {
+/* Q8_0 and Q4_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16 / _Q4_0T16; chosen only where AMX runs):
+ * the layout round-trips group by group and row by row, and the decode, the batched decode and
+ * every prefill kind (AMX: its few-row kernel below 7 rows, its tiles as they lie from there, x in
+ * passes at S = 300; the other kinds through each group put back) give the stored rows' bits, for
+ * all rows and for shares that start and end inside a 16-row group or leave a lone last group;
+ * Q4_0 with and without GFNI's nibble split. */
+static void check_t16(ts_dtype st) {
+    const ts_dtype tt = ts_t16_of(st);
     static const struct {
         int N, K;
     } shapes[] = {{2048, 2048}, {1024, 3072}, {16, 512}, {48, 1024}, {64, 8192}, {80, 4608}};
     static const int Ss[] = {1, 2, 3, 5, 6, 7, 8, 13, 16, 17, 32, 40, 128, 300}; /* 6 | 7: few-row | tiles */
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         int N = shapes[i].N, K = shapes[i].K;
-        size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
-        CHECK(ts_gemm_row_bytes(TS_DTYPE_Q8_0T16, K) == rb, "row bytes differ");
-        uint8_t *w = random_q(TS_DTYPE_Q8_0, N, K), *t = malloc(rb * (size_t)N), *back = malloc(16 * rb);
-        ts_t16_repack_groups(t, w, K, 0, N / 16);
+        size_t rb = ts_gemm_row_bytes(st, K);
+        CHECK(ts_gemm_row_bytes(tt, K) == rb, "row bytes differ");
+        uint8_t *w = random_q(st, N, K), *t = malloc(rb * (size_t)N), *back = malloc(16 * rb);
+        ts_t16_repack_groups(st, t, w, K, 0, N / 16);
         int groups_ok = 1, rows_ok = 1;
         float *a = malloc(sizeof(float) * K), *b = malloc(sizeof(float) * K);
         for (int g = 0; g < N / 16; g++) {
-            ts_t16_group_stored(t, K, g, back);
+            ts_t16_group_stored(tt, t, K, g, back);
             groups_ok &= !memcmp(back, w + (size_t)g * 16 * rb, 16 * rb);
         }
         for (int n = 0; n < N; n++) {
-            ts_t16_row_to_f32(t, K, n, a);
-            ts_dtype_to_f32(TS_DTYPE_Q8_0, w, (size_t)n * K, (size_t)K, b);
+            ts_t16_row_to_f32(tt, t, K, n, a);
+            ts_dtype_to_f32(st, w, (size_t)n * K, (size_t)K, b);
             rows_ok &= !memcmp(a, b, sizeof(float) * K);
         }
         CHECK(groups_ok, "N=%d K=%d: a group of the tile order is not the stored rows", N, K);
@@ -329,11 +331,11 @@ static void check_t16(void) {
                 for (int kind = S <= TS_GEMM_BATCH_MAX ? -1 : 0; kind < (S >= 2 ? TS_Q_PREFILL_COUNT : 0); kind++) {
                     for (size_t e = 0; e < (size_t)S * N; e++) y0[e] = y1[e] = -7.0f;
                     if (kind < 0) { /* the variant's path: decode, or the batched decode for S > 1 */
-                        ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, TS_DTYPE_Q8_0, K, S, a0, a1, tl);
-                        ts_cpu_gemv_batch_q_avx512(y1, N, xp, K, t, TS_DTYPE_Q8_0T16, K, S, a0, a1, tl);
+                        ts_cpu_gemv_batch_q_avx512(y0, N, xp, K, w, st, K, S, a0, a1, tl);
+                        ts_cpu_gemv_batch_q_avx512(y1, N, xp, K, t, tt, K, S, a0, a1, tl);
                     } else {
-                        ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)kind, y0, N, xp, K, w, TS_DTYPE_Q8_0, K, S, a0, a1);
-                        ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)kind, y1, N, xp, K, t, TS_DTYPE_Q8_0T16, K, S, a0, a1);
+                        ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)kind, y0, N, xp, K, w, st, K, S, a0, a1);
+                        ts_cpu_gemm_q_prefill_avx512((ts_q_prefill)kind, y1, N, xp, K, t, tt, K, S, a0, a1);
                     }
                     int same = !memcmp(y0, y1, sizeof(float) * (size_t)S * N), kept = 1;
                     for (int s = 0; s < S; s++)
@@ -348,7 +350,8 @@ static void check_t16(void) {
             }
             free(xp), free(x), free(y0), free(y1);
         }
-        printf("  avx512 q8_0 in tile order N=%-5d K=%-5d: groups %s, rows %s, decode and every kernel %s\n", N, K,
+        printf("  avx512 %s in tile order N=%-5d K=%-5d: groups %s, rows %s, decode and every kernel %s\n",
+               st == TS_DTYPE_Q8_0 ? "q8_0" : ts_cpu_q_gfni() ? "q4_0 (GFNI)" : "q4_0", N, K,
                groups_ok ? "round-trip" : "DIFFER", rows_ok ? "dequantize alike" : "DIFFER",
                same_all ? "bit-identical to stored" : "DIFFER");
         free(w), free(t);
@@ -368,7 +371,13 @@ static int amx_main(void) {
         th_isa_gap("AMX-INT8 (or the kernel's permission)", "AMX prefill kernel");
         return th_finish("test_cpu_gemm_q amx");
     }
-    check_t16();
+    check_t16(TS_DTYPE_Q8_0);
+    check_t16(TS_DTYPE_Q4_0);
+    if (ts_cpu_q_gfni()) { /* Q4_0's other nibble split too */
+        ts_cpu_q_gfni_set(0);
+        check_t16(TS_DTYPE_Q4_0);
+        ts_cpu_q_gfni_set(1);
+    }
     static const ts_dtype dts[] = {TS_DTYPE_Q8_0, TS_DTYPE_Q4_0};
     static const struct {
         int N, K;

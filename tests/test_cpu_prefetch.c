@@ -67,6 +67,7 @@ static void check_kind(ts_pf_kind kind, int N, int K) {
                   : kind == TS_PF_Q8X16 ? TS_DTYPE_Q8_0X16
                   : kind == TS_PF_Q4X16 ? TS_DTYPE_Q4_0X16
                   : kind == TS_PF_Q8T16 ? TS_DTYPE_Q8_0T16
+                  : kind == TS_PF_Q4T16 ? TS_DTYPE_Q4_0T16
                                         : TS_DTYPE_BF16;
     size_t rb = ts_gemm_row_bytes(dt, K);
     uint8_t *W = malloc(rb * (size_t)N), *stored = NULL;
@@ -79,9 +80,9 @@ static void check_kind(ts_pf_kind kind, int N, int K) {
             uint16_t h = (uint16_t)((5 + urand() % 6) << 10 | (urand() & 1023));
             memcpy(W + b * bb, &h, 2);
         }
-        if (ts_dtype_is_x16(dt) || dt == TS_DTYPE_Q8_0T16) { /* lane or tile order; W keeps them stored for the scalar kernel */
+        if (ts_dtype_is_x16(dt) || ts_dtype_is_t16(dt)) { /* lane or tile order; W keeps them stored for the scalar kernel */
             uint8_t *l = malloc(rb * (size_t)N);
-            if (dt == TS_DTYPE_Q8_0T16) ts_t16_repack_groups(l, W, K, 0, N / 16);
+            if (ts_dtype_is_t16(dt)) ts_t16_repack_groups(ts_x16_stored(dt), l, W, K, 0, N / 16);
             else ts_x16_repack_rows(ts_x16_stored(dt), l, W, K, 0, N);
             stored = W, W = l;
         }
@@ -116,11 +117,11 @@ static void check_kind(ts_pf_kind kind, int N, int K) {
  * tile order (the random bytes need no repacking: only the timing is checked). */
 static void test_batch_timed(ts_dtype dt, ts_pf_kind kind) {
     const int N = 1024, K = 1024, S = 2;
-    size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK);
     uint8_t *W = malloc(rb * (size_t)N);
     float *x = malloc(sizeof(float) * (size_t)S * K), *y = malloc(sizeof(float) * (size_t)S * N);
     for (size_t i = 0; i < rb * (size_t)N; i++) W[i] = (uint8_t)urand();
-    for (size_t b = 0; b < (size_t)N * (size_t)(K / TS_QBLOCK); b++) W[b * (2 + TS_QBLOCK)] = 0, W[b * (2 + TS_QBLOCK) + 1] = 0x20;
+    for (size_t b = 0; b < (size_t)N * (size_t)(K / TS_QBLOCK); b++) W[b * bb] = 0, W[b * bb + 1] = 0x20;
     for (int i = 0; i < S * K; i++) x[i] = frand();
     ts_pf_report before, after;
     ts_pf_get_report(kind, &before);
@@ -129,7 +130,8 @@ static void test_batch_timed(ts_dtype dt, ts_pf_kind kind) {
     double added = 0;
     for (int c = 0; c < TS_PF_CANDS; c++) added += after.gbytes[c] - before.gbytes[c];
     CHECK(before.chosen < 0 && fabs(added * 1e9 - (double)rb * N) < 1, "%s: a batched call of %zu bytes added %.0f timed bytes",
-          dt == TS_DTYPE_Q8_0T16 ? "Q8_0 in tile order" : "Q8_0", rb * (size_t)N, added * 1e9);
+          dt == TS_DTYPE_Q8_0T16 ? "Q8_0 in tile order" : dt == TS_DTYPE_Q4_0T16 ? "Q4_0 in tile order" : "Q8_0",
+          rb * (size_t)N, added * 1e9);
     free(W), free(x), free(y);
 }
 
@@ -147,15 +149,18 @@ int main(void) {
         th_isa_gap("AVX-512 VNNI", "AVX-512 Q8_0/Q4_0 decode GEMVs under each prefetch candidate");
         return th_finish("test_cpu_prefetch");
     }
-    if (!getenv("TESSERA_PREFETCH")) test_batch_timed(TS_DTYPE_Q8_0, TS_PF_Q8), test_batch_timed(TS_DTYPE_Q8_0T16, TS_PF_Q8T16);
+    if (!getenv("TESSERA_PREFETCH"))
+        test_batch_timed(TS_DTYPE_Q8_0, TS_PF_Q8), test_batch_timed(TS_DTYPE_Q8_0T16, TS_PF_Q8T16),
+            test_batch_timed(TS_DTYPE_Q4_0T16, TS_PF_Q4T16);
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         check_kind(TS_PF_Q8, shapes[i][0], shapes[i][1]);
         check_kind(TS_PF_Q4, shapes[i][0], shapes[i][1]);
         check_kind(TS_PF_Q8X16, shapes[i][0], shapes[i][1]);
         check_kind(TS_PF_Q4X16, shapes[i][0], shapes[i][1]);
         if (shapes[i][0] % 16 == 0 && shapes[i][1] % 512 == 0) /* whole 16-row and 16-block groups only */
-            check_kind(TS_PF_Q8T16, shapes[i][0], shapes[i][1]);
+            check_kind(TS_PF_Q8T16, shapes[i][0], shapes[i][1]), check_kind(TS_PF_Q4T16, shapes[i][0], shapes[i][1]);
     }
     check_kind(TS_PF_Q8T16, 32, 8192); /* the down projection's K in whole groups */
+    check_kind(TS_PF_Q4T16, 32, 8192);
     return th_finish("test_cpu_prefetch");
 }

@@ -4,7 +4,7 @@
  * before. A host whose memory bandwidth moves by 2x within seconds (docs/performance.md) can only
  * be compared this way; prefetch.c's candidates were chosen from this tool's output.
  *   build/gemv_sweep [--threads N] [--k K] [--mib M] [--rounds R] TYPE:L1:L2 ...
- * TYPE: bf16, q8_0, q4_0, q8_0x16, q4_0x16 (the 16-block lane order of gemm.h), q8_0t16 (the tile order);
+ * TYPE: bf16, q8_0, q4_0, q8_0x16, q4_0x16 (the 16-block lane order of gemm.h), q8_0t16, q4_0t16 (the tile order);
  * L1 / L2: bytes ahead into L1 / L2 (0: none). Each round prints the probe's GB/s (plain loads, 2
  * MiB pages) and each setting's; the last line the median of each over the probe's. The weights
  * are random codes with small scales (the kernels' speed does not depend on the values); x is
@@ -53,6 +53,7 @@ static const struct {
     {"bf16", TS_DTYPE_BF16, TS_PF_BF16},          {"q8_0", TS_DTYPE_Q8_0, TS_PF_Q8},
     {"q4_0", TS_DTYPE_Q4_0, TS_PF_Q4},            {"q8_0x16", TS_DTYPE_Q8_0X16, TS_PF_Q8X16},
     {"q4_0x16", TS_DTYPE_Q4_0X16, TS_PF_Q4X16}, {"q8_0t16", TS_DTYPE_Q8_0T16, TS_PF_Q8T16},
+    {"q4_0t16", TS_DTYPE_Q4_0T16, TS_PF_Q4T16},
 };
 
 static void run(void *ctx, int ith, int nth) {
@@ -92,13 +93,13 @@ static int fill(spec *s, int N, int K, int mats) {
         size_t bb = s->rb / (size_t)(K / TS_QBLOCK);
         for (size_t i = 0; i < bytes; i += bb) W[i] = 0, W[i + 1] = 0x20;
     }
-    if (ts_dtype_is_x16(s->dt) || s->dt == TS_DTYPE_Q8_0T16) {
+    if (ts_dtype_is_x16(s->dt) || ts_dtype_is_t16(s->dt)) {
         uint8_t *L = huge_buffer(bytes);
         if (!L) {
             free(W);
             return 0;
         }
-        if (s->dt == TS_DTYPE_Q8_0T16) ts_t16_repack_groups(L, W, K, 0, (int64_t)N * mats / 16);
+        if (ts_dtype_is_t16(s->dt)) ts_t16_repack_groups(stored, L, W, K, 0, (int64_t)N * mats / 16);
         else ts_x16_repack_rows(s->dt, L, W, K, 0, (int64_t)N * mats);
         free(W);
         W = L;
@@ -109,7 +110,7 @@ static int fill(spec *s, int N, int K, int mats) {
 
 static int usage(void) {
     fprintf(stderr, "usage: gemv_sweep [--threads N] [--k K] [--mib M] [--rounds R] TYPE:L1:L2 ...\n"
-                    "  TYPE bf16|q8_0|q4_0|q8_0x16|q4_0x16|q8_0t16; L1, L2 bytes ahead (multiples of 64, 0 = none)\n");
+                    "  TYPE bf16|q8_0|q4_0|q8_0x16|q4_0x16|q8_0t16|q4_0t16; L1, L2 bytes ahead (multiples of 64, 0 = none)\n");
     return 2;
 }
 

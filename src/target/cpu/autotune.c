@@ -48,7 +48,7 @@ static ts_status tune_shape(ts_cpu *c, const char *name, cpu_mat Wm, int S, int 
         if (log)
             fprintf(log, "  autotune %-9s S=%-4d N=%-6d K=%-5d -> %s weights%s: fixed kernel, not tuned\n", name, S, N, K,
                     ts_dtype_name(ts_x16_stored(Wm.dt)),
-                    ts_dtype_is_x16(Wm.dt) ? " (16-block lane order)" : Wm.dt == TS_DTYPE_Q8_0T16 ? " (tile order)" : "");
+                    ts_dtype_is_x16(Wm.dt) ? " (16-block lane order)" : ts_dtype_is_t16(Wm.dt) ? " (tile order)" : "");
         return TS_OK;
     }
     const uint16_t *W = Wm.w;

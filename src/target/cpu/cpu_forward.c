@@ -93,8 +93,9 @@ typedef struct repack_job {
 
 static void repack_part(void *ctx, int ith, int nth) {
     const repack_job *j = ctx;
-    if (j->dt == TS_DTYPE_Q8_0T16) { /* whole 16-row groups */
-        ts_t16_repack_groups(j->dst, j->src, (int)j->K, j->N / 16 * ith / nth, j->N / 16 * (ith + 1) / nth);
+    if (ts_dtype_is_t16(j->dt)) { /* whole 16-row groups */
+        ts_t16_repack_groups(ts_x16_stored(j->dt), j->dst, j->src, (int)j->K, j->N / 16 * ith / nth,
+                             j->N / 16 * (ith + 1) / nth);
         return;
     }
     ts_x16_repack_rows(j->dt, j->dst, j->src, (int)j->K, j->N * ith / nth, j->N * (ith + 1) / nth);
@@ -150,9 +151,9 @@ static cpu_mat mat(ts_cpu *c, const ts_tensor *t) {
     if (!w) return (cpu_mat){NULL, t->dtype};
     ts_dtype dt = t->dtype;
     if (ts_cpu_t16_wanted(c->variant, dt, t->shape[0], t->shape[1])) { /* the same bytes in tile order */
-        repack_job j = {w, t->data, t->shape[0], t->shape[1], TS_DTYPE_Q8_0T16};
+        repack_job j = {w, t->data, t->shape[0], t->shape[1], ts_t16_of(dt)};
         ts_pool_run(c->pool, repack_part, &j);
-        dt = TS_DTYPE_Q8_0T16;
+        dt = ts_t16_of(dt);
     } else if (ts_cpu_x16_wanted(c->variant, dt)) { /* the same bytes in lane order */
         repack_job j = {w, t->data, t->shape[0], t->shape[1], dt};
         ts_pool_run(c->pool, repack_part, &j);
@@ -483,8 +484,8 @@ ts_status ts_cpu_layer(ts_cpu *c, int l, float *x, int S, int pos0, ts_error *er
 void ts_cpu_embed_row(const ts_cpu *c, int32_t token, float *x) {
     /* a BF16 embedding's rows are Hp apart (a padded copy when H % 16 != 0), a quantized one's H */
     int H = c->c->n_embd;
-    if (c->embed.dt == TS_DTYPE_Q8_0T16) {
-        ts_t16_row_to_f32(c->embed.w, H, token, x);
+    if (ts_dtype_is_t16(c->embed.dt)) {
+        ts_t16_row_to_f32(c->embed.dt, c->embed.w, H, token, x);
         return;
     }
     if (ts_dtype_is_x16(c->embed.dt)) {

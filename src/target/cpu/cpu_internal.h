@@ -24,7 +24,7 @@ typedef struct ts_tile_entry {
 typedef struct cpu_mat {
     const void *w;
     ts_dtype dt; /* TS_DTYPE_BF16, TS_DTYPE_Q8_0, TS_DTYPE_Q4_0 or (copies, gemm.h) TS_DTYPE_Q8_0X16 / _Q4_0X16 /
-                  * TS_DTYPE_Q8_0T16 (tile order: rows not contiguous) */
+                  * TS_DTYPE_Q8_0T16 / _Q4_0T16 (tile order: rows not contiguous) */
 } cpu_mat;
 
 /* A KV cache: FP32 or F16 (the model's kv_type, --kv-cache), (layer, block of R positions, kv head, position, head_dim) with R =

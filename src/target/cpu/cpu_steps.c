@@ -165,7 +165,7 @@ static void st_attn_norm(ts_cpu *c, int ith, int nth) {
 
 /* Share boundaries for a GEMM over W: whole 16-row groups for a tile-order matrix (gemm.h), whose
  * kernels read a group whole (a boundary inside one has both threads read it), else align. */
-static int mat_align(cpu_mat w, int align) { return w.dt == TS_DTYPE_Q8_0T16 ? 16 : align; }
+static int mat_align(cpu_mat w, int align) { return ts_dtype_is_t16(w.dt) ? 16 : align; }
 
 static void st_qkv(ts_cpu *c, int ith, int nth) {
     const ts_config *cf = c->c;

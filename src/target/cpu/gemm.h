@@ -115,21 +115,31 @@ typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const 
 #define TS_DTYPE_Q4_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 1))
 #define TS_DTYPE_Q8_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 2))
 static inline int ts_dtype_is_x16(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 || dt == TS_DTYPE_Q8_0X16; }
-/* Q8_0 matrices in tile order (the cpu target's copies where the prefill runs AMX, N % 16 == 0,
- * K % 512 == 0 and K >= 2048; ts_cpu_t16_wanted): rows in groups of 16, group G in the bytes of
- * rows 16G..16G+15, per block b of
- * the K / 32 the 16 rows' F16 scales (32 bytes) then 8 x 64 code bytes, the m-th = code dword m
- * (positions 4m..4m+3) of the 16 rows: an AMX B tile as it lies, so the prefill loads W from the
- * matrix instead of transposing lane-order rows into tiles per call (gemm_q_amx.c), and the decode
- * broadcasts x's dwords against 16 rows at once. Rows are not contiguous: `W + n * row bytes` is
- * no row here; kernels take a whole group and keep the rows of [n0, n1). */
+/* Q8_0 / Q4_0 matrices in tile order (the cpu target's copies where the prefill runs AMX,
+ * N % 16 == 0, K % 512 == 0; ts_cpu_t16_wanted): rows in groups of 16, group G in the bytes of
+ * rows 16G..16G+15, per block b of the K / 32 the 16 rows' F16 scales (32 bytes) then the code
+ * vectors of 64 bytes, the m-th = code dword m of the 16 rows (8 for Q8_0: positions 4m..4m+3,
+ * an AMX B tile as it lies; 4 for Q4_0: code bytes 4m..4m+3, whose low nibbles are positions
+ * 4m..4m+3 and high nibbles 16 + 4m..). So the prefill loads W from the matrix (Q4_0: splits the
+ * nibbles) instead of transposing lane-order rows into tiles per call (gemm_q_amx.c), and the
+ * decode broadcasts x's dwords against 16 rows at once. Rows are not contiguous: `W + n * row
+ * bytes` is no row here; kernels take a whole group and keep the rows of [n0, n1). */
 #define TS_DTYPE_Q8_0T16 ((ts_dtype)(TS_DTYPE_COUNT + 3))
-#define TS_T16_GROUP_BLOCK (32 + 16 * TS_QBLOCK) /* bytes of one block of a 16-row group */
+#define TS_DTYPE_Q4_0T16 ((ts_dtype)(TS_DTYPE_COUNT + 4))
+static inline int ts_dtype_is_t16(ts_dtype dt) { return dt == TS_DTYPE_Q8_0T16 || dt == TS_DTYPE_Q4_0T16; }
+#define TS_T16_GROUP_BLOCK (32 + 16 * TS_QBLOCK) /* bytes of one block of a 16-row Q8_0 group */
+#define TS_T16_GROUP_BLOCK_Q4 (32 + 16 * TS_QBLOCK / 2) /* of a Q4_0 group */
 /* the stored type of a lane-order or tile-order type (others: themselves) */
 static inline ts_dtype ts_x16_stored(ts_dtype dt) {
-    return dt == TS_DTYPE_Q4_0X16                              ? TS_DTYPE_Q4_0
+    return dt == TS_DTYPE_Q4_0X16 || dt == TS_DTYPE_Q4_0T16   ? TS_DTYPE_Q4_0
            : dt == TS_DTYPE_Q8_0X16 || dt == TS_DTYPE_Q8_0T16 ? TS_DTYPE_Q8_0
                                                               : dt;
+}
+/* the tile order of a stored type (Q8_0, Q4_0) */
+static inline ts_dtype ts_t16_of(ts_dtype dt) { return dt == TS_DTYPE_Q8_0 ? TS_DTYPE_Q8_0T16 : TS_DTYPE_Q4_0T16; }
+/* bytes of one block of a 16-row group of a tile-order (or stored) type */
+static inline size_t ts_t16_group_block(ts_dtype dt) {
+    return ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? TS_T16_GROUP_BLOCK : TS_T16_GROUP_BLOCK_Q4;
 }
 /* the lane of block k (0..15) of a group: self-inverse, so also the block of lane k */
 static inline int ts_x16_lane(ts_dtype dt, int k) { return ts_x16_stored(dt) == TS_DTYPE_Q8_0 ? 4 * (k % 4) + k / 4 : k; }
@@ -155,14 +165,15 @@ void ts_x16_block(ts_dtype x16, const uint8_t *row, int K, int b, uint8_t *out);
 /* A row in lane order dequantized to K floats (as ts_dtype_to_f32 does a stored row). */
 void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out);
 
-/* Whether a session of variant v copies a Q8_0 matrix (N x K) into tile order (gemm_q.c). */
+/* Whether a session of variant v copies a Q8_0 / Q4_0 matrix (N x K) into tile order (gemm_q.c). */
 int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K);
-/* Groups [g0, g1) (16 rows each) of a stored Q8_0 matrix from src to dst in tile order. */
-void ts_t16_repack_groups(uint8_t *dst, const uint8_t *src, int K, int64_t g0, int64_t g1);
-/* Group g of a tile-order matrix W put back as 16 stored rows (16 x row bytes) in out. */
-void ts_t16_group_stored(const uint8_t *W, int K, int64_t g, uint8_t *out);
-/* Row n of a tile-order matrix W dequantized to K floats. */
-void ts_t16_row_to_f32(const uint8_t *W, int K, int64_t n, float *out);
+/* Groups [g0, g1) (16 rows each) of a stored matrix of type dt (Q8_0, Q4_0) from src to dst in
+ * tile order. */
+void ts_t16_repack_groups(ts_dtype dt, uint8_t *dst, const uint8_t *src, int K, int64_t g0, int64_t g1);
+/* Group g of a tile-order matrix W (type t16) put back as 16 stored rows (16 x row bytes) in out. */
+void ts_t16_group_stored(ts_dtype t16, const uint8_t *W, int K, int64_t g, uint8_t *out);
+/* Row n of a tile-order matrix W (type t16) dequantized to K floats. */
+void ts_t16_row_to_f32(ts_dtype t16, const uint8_t *W, int K, int64_t n, float *out);
 
 /* x quantized for the decode kernels: q (K) in natural order, d (K / 32) scales. */
 typedef struct ts_gemm_qx {
@@ -261,9 +272,10 @@ const char *ts_q_prefill_name(ts_q_prefill k);
 #define TS_I16_PANELS_MIN_S_X16 16
 void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S, int n0,
                        int n1);
-/* The same on a tile-order matrix (TS_DTYPE_Q8_0T16), S >= 1, I16's bits; returns 0 (nothing
- * written) where AMX is not usable or memory for the prepared x is short. */
-int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const void *W, int K, int S, int n0, int n1);
+/* The same on a tile-order matrix (t16: TS_DTYPE_Q8_0T16, TS_DTYPE_Q4_0T16), S >= 1, I16's bits;
+ * returns 0 (nothing written) where AMX is not usable or memory for the prepared x is short. */
+int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype t16, int K, int S,
+                          int n0, int n1);
 ts_gemm_q_fn ts_cpu_gemm_q_for(ts_cpu_variant v);
 /* The batched decode for Q8_0 / Q4_0 (as ts_cpu_gemv_batch_for: each row as the S == 1 path). */
 ts_gemm_q_fn ts_cpu_gemv_batch_q_for(ts_cpu_variant v);

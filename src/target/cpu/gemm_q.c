@@ -217,7 +217,7 @@ int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
     return dt == TS_DTYPE_Q4_0 || (e && !strcmp(e, "lanes")) || k == TS_Q_PREFILL_AMX || k == TS_Q_PREFILL_I16;
 }
 
-/* ---- Q8_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16) ---- */
+/* ---- Q8_0 / Q4_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16, TS_DTYPE_Q4_0T16) ---- */
 
 /* Where the prefill runs AMX, for Q8_0 matrices of whole 16-row groups and whole 16-block groups
  * (the decode on it gives the lane order's bits, whose blocks past the last whole group are
@@ -230,44 +230,48 @@ int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
  * 0.94-0.98), hence the bound. */
 int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
-    if (dt != TS_DTYPE_Q8_0 || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
+    if ((dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
     if (e && (!strcmp(e, "lanes") || !strcmp(e, "stored"))) return 0;
-    if (K < 2048 && !(e && !strcmp(e, "tiles"))) return 0;
+    if (dt == TS_DTYPE_Q8_0 && K < 2048 && !(e && !strcmp(e, "tiles"))) return 0;
     return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() == TS_Q_PREFILL_AMX;
 }
 
-/* Row j's stored block (34 bytes) into / out of the 16-row record p of one block */
-static void t16_put(uint8_t *p, int j, const uint8_t *blk) {
+/* Row j's stored block (34 or 18 bytes: dt the stored type) into / out of the 16-row record p of
+ * one block */
+static void t16_put(ts_dtype dt, uint8_t *p, int j, const uint8_t *blk) {
     memcpy(p + 2 * j, blk, 2);
-    for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(p + 32 + 64 * m + 4 * j, blk + 2 + 4 * m, 4);
+    for (int m = 0; m < (dt == TS_DTYPE_Q8_0 ? TS_QBLOCK : TS_QBLOCK / 2) / 4; m++)
+        memcpy(p + 32 + 64 * m + 4 * j, blk + 2 + 4 * m, 4);
 }
-static void t16_get(const uint8_t *p, int j, uint8_t *blk) {
+static void t16_get(ts_dtype dt, const uint8_t *p, int j, uint8_t *blk) {
     memcpy(blk, p + 2 * j, 2);
-    for (int m = 0; m < TS_QBLOCK / 4; m++) memcpy(blk + 2 + 4 * m, p + 32 + 64 * m + 4 * j, 4);
+    for (int m = 0; m < (dt == TS_DTYPE_Q8_0 ? TS_QBLOCK : TS_QBLOCK / 2) / 4; m++)
+        memcpy(blk + 2 + 4 * m, p + 32 + 64 * m + 4 * j, 4);
 }
 
-void ts_t16_repack_groups(uint8_t *dst, const uint8_t *src, int K, int64_t g0, int64_t g1) {
-    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K), bb = 2 + TS_QBLOCK;
+void ts_t16_repack_groups(ts_dtype dt, uint8_t *dst, const uint8_t *src, int K, int64_t g0, int64_t g1) {
+    const size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK), gb = ts_t16_group_block(dt);
     for (int64_t g = g0; g < g1; g++)
         for (int b = 0; b < K / TS_QBLOCK; b++)
             for (int j = 0; j < 16; j++)
-                t16_put(dst + (size_t)g * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK, j,
-                        src + (size_t)(16 * g + j) * rb + (size_t)b * bb);
+                t16_put(dt, dst + (size_t)g * 16 * rb + (size_t)b * gb, j, src + (size_t)(16 * g + j) * rb + (size_t)b * bb);
 }
 
-void ts_t16_group_stored(const uint8_t *W, int K, int64_t g, uint8_t *out) {
-    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K), bb = 2 + TS_QBLOCK;
+void ts_t16_group_stored(ts_dtype t16, const uint8_t *W, int K, int64_t g, uint8_t *out) {
+    const ts_dtype dt = ts_x16_stored(t16);
+    const size_t rb = ts_gemm_row_bytes(dt, K), bb = rb / (size_t)(K / TS_QBLOCK), gb = ts_t16_group_block(dt);
     for (int b = 0; b < K / TS_QBLOCK; b++)
         for (int j = 0; j < 16; j++)
-            t16_get(W + (size_t)g * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK, j, out + (size_t)j * rb + (size_t)b * bb);
+            t16_get(dt, W + (size_t)g * 16 * rb + (size_t)b * gb, j, out + (size_t)j * rb + (size_t)b * bb);
 }
 
-void ts_t16_row_to_f32(const uint8_t *W, int K, int64_t n, float *out) {
-    const size_t rb = ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+void ts_t16_row_to_f32(ts_dtype t16, const uint8_t *W, int K, int64_t n, float *out) {
+    const ts_dtype dt = ts_x16_stored(t16);
+    const size_t rb = ts_gemm_row_bytes(dt, K), gb = ts_t16_group_block(dt);
     uint8_t blk[2 + TS_QBLOCK];
     for (int b = 0; b < K / TS_QBLOCK; b++) {
-        t16_get(W + (size_t)(n / 16) * 16 * rb + (size_t)b * TS_T16_GROUP_BLOCK, (int)(n % 16), blk);
-        ts_dtype_to_f32(TS_DTYPE_Q8_0, blk, 0, TS_QBLOCK, out + (size_t)b * TS_QBLOCK);
+        t16_get(dt, W + (size_t)(n / 16) * 16 * rb + (size_t)b * gb, (int)(n % 16), blk);
+        ts_dtype_to_f32(dt, blk, 0, TS_QBLOCK, out + (size_t)b * TS_QBLOCK);
     }
 }
 

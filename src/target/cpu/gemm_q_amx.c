@@ -414,19 +414,37 @@ void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *
  * rows 2.42 -> 1.89, 4 rows 2.27 -> 1.73, 32 rows 4.13 -> 3.42; 2048 x 8192 at 16 rows 2.69 -> 2.40.
  * x goes whole where S * K <= AMX_WHOLE_X, else in passes of AMX_WHOLE_X / K rows (rounded down
  * to 16, at least 16), each over all of W. */
-static void t16_scales(float *dw, const uint8_t *g0, const uint8_t *g1, int nblk) {
+static void t16_scales(float *dw, const uint8_t *g0, const uint8_t *g1, int nblk, size_t gb) {
     for (int b = 0; b < nblk; b++) {
-        const size_t o = (size_t)b * TS_T16_GROUP_BLOCK;
+        const size_t o = (size_t)b * gb;
         _mm512_store_ps(dw + 32 * b, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g0 + o))));
         _mm512_store_ps(dw + 32 * b + 16, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g1 + o))));
     }
 }
 
-int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const void *Wv, int K, int S, int n0, int n1) {
+/* Q4_0 in tile order: nblk blocks of one group (g: its first block) as the Q8_0 tile order's B
+ * tiles in B (512 bytes a block): vector m (positions 4m..4m+3) = the low nibbles of stored
+ * vector m (m < 4) or the high nibbles of vector m - 4, minus 8, as int8 (the weights) */
+static void t16_q4_tiles(uint8_t *B, const uint8_t *g, int nblk) {
+    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    for (int b = 0; b < nblk; b++) {
+        const uint8_t *p = g + (size_t)b * TS_T16_GROUP_BLOCK_Q4 + 32;
+        for (int m = 0; m < 4; m++) {
+            __m512i q = _mm512_loadu_si512(p + 64 * m);
+            _mm512_store_si512(B + 512 * (size_t)b + 64 * m, _mm512_sub_epi8(_mm512_and_si512(q, m4), eight));
+            _mm512_store_si512(B + 512 * (size_t)b + 256 + 64 * m,
+                               _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), eight));
+        }
+    }
+}
+
+int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const void *Wv, ts_dtype t16, int K, int S,
+                          int n0, int n1) {
     if (n0 >= n1 || S < 1) return 1;
     if (!ts_cpu_amx_usable()) return 0;
     const uint8_t *W = Wv;
-    const size_t gbytes = 16 * ts_gemm_row_bytes(TS_DTYPE_Q8_0, K);
+    const int q4 = t16 == TS_DTYPE_Q4_0T16;
+    const size_t gbytes = 16 * ts_gemm_row_bytes(t16, K), gb = ts_t16_group_block(t16);
     const int nb = K / TS_QBLOCK, nchunks = (K + AMX_KC - 1) / AMX_KC;
     const int SP = (long)S * K <= AMX_WHOLE_X ? S : (AMX_WHOLE_X / K) / 16 * 16 > 16 ? (AMX_WHOLE_X / K) / 16 * 16 : 16;
     amx_x x = {.lda = (size_t)K + 64, .dnb = nb};
@@ -437,6 +455,7 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
     x.d = (float *)(x.l + (size_t)SP * x.lda);
     float dw[AMX_NB * 32] __attribute__((aligned(64)));
     int32_t C[AMX_KB / TS_QBLOCK * 4 * 256] __attribute__((aligned(64)));
+    uint8_t B4[2 * AMX_NB * 512] __attribute__((aligned(64))); /* Q4_0: the step's two groups' tiles */
     const int64_t glo = n0 / 16, ghi = (n1 + 15) / 16, nblocks = (ghi - glo + 1) / 2;
     amx_pack none = {0};
     int rows = 0;
@@ -451,7 +470,7 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
         for (int64_t i = 0; i < nblocks * nchunks; i++) {
             const int64_t g = glo + 2 * (i / nchunks);
             const int k0 = (int)(i % nchunks) * AMX_KC, kc = K - k0 < AMX_KC ? K - k0 : AMX_KC, nblk = kc / TS_QBLOCK;
-            const uint8_t *g0 = W + (size_t)g * gbytes + (size_t)(k0 / TS_QBLOCK) * TS_T16_GROUP_BLOCK;
+            const uint8_t *g0 = W + (size_t)g * gbytes + (size_t)(k0 / TS_QBLOCK) * gb;
             const uint8_t *g1 = g + 1 < ghi ? g0 + gbytes : g0; /* a lone last group: its tiles twice, half kept */
             const int64_t base = 16 * g;
             const int lo = (int)((n0 > base ? n0 : base) - base), hi = (int)((n1 < base + 32 ? n1 : base + 32) - base);
@@ -461,10 +480,15 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
             const int64_t pi = i + 2, pg = glo + 2 * (pi / nchunks);
             const int pk0 = (int)(pi % nchunks) * AMX_KC, pkc = K - pk0 < AMX_KC ? K - pk0 : AMX_KC;
             const int pn = pi >= nblocks * nchunks ? 0 : pg + 1 < ghi ? 2 : 1;
-            amx_pf_init(&pf, pn ? W + (size_t)pg * gbytes + (size_t)(pk0 / TS_QBLOCK) * TS_T16_GROUP_BLOCK : W, gbytes,
-                        (size_t)(pkc / TS_QBLOCK) * TS_T16_GROUP_BLOCK / 64, pn, tiles * nblk);
-            t16_scales(dw, g0, g1, nblk);
+            amx_pf_init(&pf, pn ? W + (size_t)pg * gbytes + (size_t)(pk0 / TS_QBLOCK) * gb : W, gbytes,
+                        ((size_t)(pkc / TS_QBLOCK) * gb + 63) / 64, pn, tiles * nblk);
+            t16_scales(dw, g0, g1, nblk, gb);
             amx_w w = {g0 + 32, g1 + 32, TS_T16_GROUP_BLOCK, dw};
+            if (q4) { /* the nibbles split into the Q8_0 tile order's tiles first */
+                t16_q4_tiles(B4, g0, nblk);
+                if (g1 != g0) t16_q4_tiles(B4 + (size_t)nblk * 512, g1, nblk);
+                w = (amx_w){B4, g1 != g0 ? B4 + (size_t)nblk * 512 : B4, 512, dw};
+            }
             amx_step(ys, ldy, &x, w, C, ss, (int)base, cols, k0, kc, &pf, &none, &rows); /* x.k0 = 0: x is whole */
         }
     }

@@ -70,7 +70,7 @@ void ts_cpu_quantize_x_avx512(ts_gemm_qx qx, const float *xp, int K) {
  * block's 16 code bytes are dword-aligned) and a 4 x 4 transpose of 128-bit lanes; the scales
  * by one gather; x is laid out the same way once per call (q4_x_group). The lane-order kernels
  * (rows_dot_x16 and the batched ones) since session 33: the high nibbles by one GFNI affine map
- * where the core has it (q4_high_nibbles), and per row one chain for the high bytes and one for
+ * where the core has it (ts_q4_high_nibbles), and per row one chain for the high bytes and one for
  * the low, the low one starting from the correction term (stored negated, ncorr), so a row's
  * group ends in a shift, an add, the conversion and the FMA. On the Intel Xeon with AMX that took
  * Qwen3-0.6B Q4_0 from 77-81 to 83-86 tok/s and Llama-3.2-1B from 39-40 to 40-42 (the chains
@@ -295,21 +295,10 @@ static inline __attribute__((always_inline)) float row_dot_g(const uint8_t *row,
     return _mm512_reduce_add_ps(qg_tail(acc, row, qx, b, nb, dt));
 }
 
-/* Q4_0's high nibbles as bytes 0..15 in one instruction where the core has GFNI (gf): an affine
- * map over GF(2) per byte, bits 4-7 to bits 0-3 (matrix rows 0x10, 0x20, 0x40, 0x80 for result
- * bits 0-3), instead of a shift and a mask. Inline assembly, so no function needs a GFNI target
- * and the file runs unchanged on AVX-512 cores without it (Cooper Lake), which take the shift. */
-static inline __attribute__((always_inline)) __m512i q4_high_nibbles(__m512i q, __m512i m4, int gf) {
-    if (!gf) return _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-    __m512i r;
-    __asm__("vgf2p8affineqb $0, %2, %1, %0" : "=v"(r) : "v"(q), "v"(_mm512_set1_epi64(0x1020408000000000LL)));
-    return r;
-}
-
 /* Code vectors j of a lane-form group (p: the group's first code byte, after its 32 bytes of
  * scales), each loaded once: c0 / c1 for the products with the low bytes of x, u0 / u1 for those
  * with the high bytes (Q8_0: the codes + 128, as qg_group_x); flip and m4 are the caller's
- * constants, gf as q4_high_nibbles. A macro: an inline function that also folded the block sums
+ * constants, gf as ts_q4_high_nibbles. A macro: an inline function that also folded the block sums
  * cost the four-row kernel 10-15% (19 -> 21-22 cycles per group with prefetch), this form nothing. */
 #define X16_CODES(p, j, q8, gf, c0, c1, u0, u1)                                                            \
     do {                                                                                                    \
@@ -321,7 +310,7 @@ static inline __attribute__((always_inline)) __m512i q4_high_nibbles(__m512i q, 
             __m512i q_ = _mm512_loadu_si512((p) + 64 * (j));                                                 \
             __asm__("" : "+v"(q_));                                                                         \
             u0 = c0 = _mm512_and_si512(q_, m4);                                                             \
-            u1 = c1 = q4_high_nibbles(q_, m4, gf);                                                          \
+            u1 = c1 = ts_q4_high_nibbles(q_, m4, gf);                                                          \
         }                                                                                                   \
     } while (0)
 
@@ -591,6 +580,7 @@ static inline ts_pf_kind pf_kind(ts_dtype dt) {
            : dt == TS_DTYPE_Q8_0X16 ? TS_PF_Q8X16
            : dt == TS_DTYPE_Q4_0X16 ? TS_PF_Q4X16
            : dt == TS_DTYPE_Q8_0T16 ? TS_PF_Q8T16
+           : dt == TS_DTYPE_Q4_0T16 ? TS_PF_Q4T16
                                     : TS_PF_Q4;
 }
 /* the layout of the prepared x (qg_prepare): Q4_0's for both Q4_0 forms */
@@ -768,7 +758,7 @@ static inline __attribute__((always_inline)) void gemv_rows_batch_g(float *y, in
     free(heap);
 }
 
-/* GFNI for Q4_0's high nibbles (q4_high_nibbles): CPUID's answer unless a test turned it off.
+/* GFNI for Q4_0's high nibbles (ts_q4_high_nibbles): CPUID's answer unless a test turned it off.
  * Measured on the Intel Xeon with AMX, Q4_0 in lane order, with this file's two-chain sums
  * (docs/performance.md, session 33). */
 static _Atomic int g_gfni = -1;
@@ -791,8 +781,8 @@ int ts_cpu_q_gfni_set(int on) {
  * so the kernels are specialized for it. */
 static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, const uint8_t *W, ts_dtype dt, int K,
                             int n0, int n1) {
-    if (dt == TS_DTYPE_Q8_0T16) {
-        ts_cpu_gemv_rows_batch_t16_avx512(y, ldy, qx, S, W, K, n0, n1);
+    if (ts_dtype_is_t16(dt)) {
+        ts_cpu_gemv_rows_batch_t16_avx512(y, ldy, qx, S, W, dt, K, n0, n1);
         return;
     }
 /* 2-4 rows with S a constant too: their accumulators stay in registers */
@@ -812,7 +802,7 @@ static void gemv_rows_batch(float *y, int ldy, const ts_gemm_qx *qx, int S, cons
 }
 
 static void gemv_rows(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype dt, int K, int n0, int n1) {
-    if (dt == TS_DTYPE_Q8_0T16) ts_cpu_gemv_rows_t16_avx512(y, qx, W, K, n0, n1);
+    if (ts_dtype_is_t16(dt)) ts_cpu_gemv_rows_t16_avx512(y, qx, W, dt, K, n0, n1);
     else if (dt == TS_DTYPE_Q8_0) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0, 0);
     else if (dt == TS_DTYPE_Q8_0X16) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q8_0X16, 0);
     else if (dt == TS_DTYPE_Q4_0X16 && ts_cpu_q_gfni()) gemv_rows_g(y, qx, W, K, n0, n1, TS_DTYPE_Q4_0X16, 1);
@@ -869,8 +859,8 @@ static int amx_rows_x16(int S, int K) {
 void ts_cpu_gemm_q_prefill_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const void *W,
                                   ts_dtype dt, int K, int S, int n0, int n1) {
     if (n0 >= n1 || S < 1) return;
-    if (dt == TS_DTYPE_Q8_0T16) {
-        ts_cpu_gemm_q_prefill_t16_avx512(k, y, ldy, xp, ldx, W, K, S, n0, n1);
+    if (ts_dtype_is_t16(dt)) {
+        ts_cpu_gemm_q_prefill_t16_avx512(k, y, ldy, xp, ldx, W, dt, K, S, n0, n1);
         return;
     }
     /* I16's bits (I16 itself or AMX) for lane-order rows: the tiles, else for a few rows the

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 /* TS_PF_Q8X16 / _Q4X16: Q8_0 / Q4_0 in 16-block lane order (gemm.h), whose lighter kernels want
- * their own distances; TS_PF_Q8T16: Q8_0 in tile order (16 rows read as one stream) */
+ * their own distances; TS_PF_Q8T16 / _Q4T16: Q8_0 / Q4_0 in tile order (16 rows read as one stream) */
 typedef enum {
     TS_PF_BF16 = 0,
     TS_PF_Q8 = 1,
@@ -28,7 +28,8 @@ typedef enum {
     TS_PF_Q8X16 = 3,
     TS_PF_Q4X16 = 4,
     TS_PF_Q8T16 = 5,
-    TS_PF_KINDS = 6
+    TS_PF_Q4T16 = 6,
+    TS_PF_KINDS = 7
 } ts_pf_kind;
 enum { TS_PF_CANDS = 3 };
 
