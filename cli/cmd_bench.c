@@ -209,16 +209,12 @@ int cmd_bench(int argc, char **argv) {
     ts_dtype qdt = !strcmp(m->cfg.torch_dtype, "Q8_0") ? TS_DTYPE_Q8_0 : TS_DTYPE_Q4_0;
     /* copies of Q8_0 / Q4_0 matrices in 16-block lane order (gemm.h) */
     int x16 = qmats && copy_weights && ts_cpu_x16_wanted(ts_cpu_best_variant(), qdt);
-    /* Q8_0 in tile order where the prefill runs AMX (gemm_q.c: from K = 2048, or from 512 with
-     * TESSERA_Q_LAYOUT=tiles), the other matrices in lane order */
-    int t16 = qmats && copy_weights && ts_cpu_t16_wanted(ts_cpu_best_variant(), qdt, 16 * 16, 2048);
-    int t16all = t16 && ts_cpu_t16_wanted(ts_cpu_best_variant(), qdt, 16 * 16, 512);
+    /* Q8_0 / Q4_0 in tile order where the prefill runs AMX (gemm_q.c), the other matrices in lane order */
+    int t16 = qmats && copy_weights && ts_cpu_t16_wanted(ts_cpu_best_variant(), qdt, 16 * 16, 512);
     if (qmats)
         snprintf(kernels, sizeof kernels, "%s%s", ts_cpu_gemm_q_name(ts_cpu_best_variant()),
-                 t16all ? "; weights copied in tile order (16 rows interleaved per block) where N % 16 == 0 and K % 512 == 0, "
-                          "the others in 16-block lane order"
-                 : t16 ? "; weights copied in tile order (16 rows interleaved per block) where N % 16 == 0, K % 512 == 0 "
-                         "and K >= 2048, the others in 16-block lane order"
+                 t16   ? "; weights copied in tile order (16 rows interleaved per block) where N % 16 == 0 and K % 512 == 0, "
+                         "the others in 16-block lane order"
                  : x16 ? "; weights copied in 16-block lane order" : "");
     else
         snprintf(kernels, sizeof kernels, "prefill %s; decode %s", ts_cpu_prefill_kernel_name(ts_cpu_best_variant()),
@@ -236,10 +232,10 @@ int cmd_bench(int argc, char **argv) {
         char lanes[256];
         snprintf(lanes, sizeof lanes, "%.255s", pfd);
         ts_pf_report lr;
-        ts_pf_get_report(TS_PF_Q8X16, &lr);
+        ts_pf_get_report(qdt == TS_DTYPE_Q8_0 ? TS_PF_Q8X16 : TS_PF_Q4X16, &lr);
         double lane_gb = 0;
         for (int i = 0; i < TS_PF_CANDS; i++) lane_gb += lr.gbytes[i];
-        ts_pf_describe(TS_PF_Q8T16, pfd, sizeof pfd - 300);
+        ts_pf_describe(qdt == TS_DTYPE_Q8_0 ? TS_PF_Q8T16 : TS_PF_Q4T16, pfd, sizeof pfd - 300);
         size_t w = strlen(pfd);
         if (lane_gb > 0 || lr.forced) snprintf(pfd + w, sizeof pfd - w, "; lane-order matrices %s", lanes);
     }

@@ -206,8 +206,9 @@ void ts_x16_row_to_f32(ts_dtype x16, const uint8_t *row, int K, float *out) {
  * without AMX, when the I16 packs put each block back through memory (1.1-1.5x slower at S =
  * 2-256 on the Zen 5 VM) and the few-row kernel did not yet exist. TESSERA_Q_LAYOUT=stored keeps
  * every file's layout, =lanes takes Q8_0 for every kind (read at each session's creation, so one
- * process can compare). Where the prefill runs AMX, Q8_0 matrices with K >= 2048 take the tile
- * order instead (ts_cpu_t16_wanted, below; cpu_forward.c asks it first). */
+ * process can compare). Where the prefill runs AMX, Q8_0 / Q4_0 matrices of whole 16-row and
+ * 16-block groups take the tile order instead (ts_cpu_t16_wanted, below; cpu_forward.c asks it
+ * first). */
 int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if (dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) return 0;
@@ -219,20 +220,19 @@ int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
 
 /* ---- Q8_0 / Q4_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16, TS_DTYPE_Q4_0T16) ---- */
 
-/* Where the prefill runs AMX, for Q8_0 matrices of whole 16-row groups and whole 16-block groups
- * (the decode on it gives the lane order's bits, whose blocks past the last whole group are
- * stored apart) with K >= 2048; TESSERA_Q_LAYOUT=tiles takes every such K, =lanes or =stored
- * none. Measured on the Intel Xeon with AMX (docs/performance.md, session 38): prefill on the
- * tiles as they lie 1.02-1.40x the lane order's per matrix at 2-16 rows, the model's 4-32-token
- * prompts 1.07-1.28x (Llama-3.2-1B Q8_0; Qwen3-0.6B Q8_0, whose K = 1024 matrices stay in lanes,
- * 1.06-1.12x); the decode streams as fast as the lane order's at K = 2048-8192 (gemv_sweep, two
- * threads: 0.87-0.91 of the read probe against 0.87-0.92) but not at K = 1024 (0.86-0.89 against
- * 0.94-0.98), hence the bound. */
+/* Where the prefill runs AMX, for Q8_0 / Q4_0 matrices of whole 16-row groups and whole 16-block
+ * groups (the decode on it gives the lane order's bits, whose blocks past the last whole group
+ * are stored apart); TESSERA_Q_LAYOUT=lanes or =stored none. Measured on the Intel Xeon with AMX
+ * (docs/performance.md): Q8_0 prefill on the tiles as they lie 1.02-1.40x the lane order's per
+ * matrix at 2-16 rows, the model's 4-32-token prompts 1.07-1.28x (session 38); since session 40's
+ * decode (gemm_q_t16_avx512.c) the tile order also decodes faster, K = 1024 / 2048 / 8192 0.94 /
+ * 0.99 / 0.98 of the read probe against the lane order's 0.89 / 0.84-0.88 / 0.84-0.86
+ * (gemv_sweep), so K = 1024 (Qwen3-0.6B) takes it too: 4-128-token prompts 1.32-1.42x ->
+ * 1.30-1.50x llama.cpp, decode 48.2-48.7 -> 50.6-52.6 tok/s. Q4_0: see gemm_q_t16_avx512.c. */
 int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if ((dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
     if (e && (!strcmp(e, "lanes") || !strcmp(e, "stored"))) return 0;
-    if (dt == TS_DTYPE_Q8_0 && K < 2048 && !(e && !strcmp(e, "tiles"))) return 0;
     return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() == TS_Q_PREFILL_AMX;
 }
 
