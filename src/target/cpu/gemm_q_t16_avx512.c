@@ -1,7 +1,7 @@
-/* AVX-512 VNNI kernels on Q8_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16): the single and batched
- * decode and the few-row prefill (the AMX tiles read the same layout, gemm_q_amx.c). Every
- * result has the stored and lane orders' bits (gemm_q_avx512.c). Compiled with gemm_q_avx512.c's
- * flags (CMakeLists.txt); used only when CPUID has AVX-512 VNNI. */
+/* AVX-512 VNNI kernels on Q8_0 and Q4_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16 / _Q4_0T16): the
+ * single and batched decode and the few-row prefill (the AMX tiles read the same layouts,
+ * gemm_q_amx.c). Every result has the stored and lane orders' bits (gemm_q_avx512.c). Compiled
+ * with gemm_q_avx512.c's flags (CMakeLists.txt); used only when CPUID has AVX-512 VNNI. */
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +10,7 @@
 #include "target/cpu/gemm_q_avx512.h"
 #include "target/cpu/prefetch.h"
 
-/* ---- Decode on tile-order Q8_0 (gemm.h, TS_DTYPE_Q8_0T16) ----
+/* ---- Decode on tile-order Q8_0 and Q4_0 (gemm.h, TS_DTYPE_Q8_0T16 / _Q4_0T16) ----
  * 16 rows at once, lane = row: per block, each code vector (dword m of the 16 rows) against x's
  * dword m broadcast, in the lane order's two chains (high bytes of x against the codes flipped
  * to unsigned, low bytes against the codes, the low chain from the correction term), so each
@@ -28,7 +28,13 @@
  * 0.84-0.86; one group a pass 0.82 / 0.96 / 0.93. The form before (a quarter of 4 blocks of each
  * group in turn, the x dwords loaded per group, the quarter's 34 requests spread over its 8 code
  * vectors by a computed count) compiled to a loop that copied its 8 accumulators every step and
- * read 0.79 / 0.82 / 0.87 in the same runs. */
+ * read 0.79 / 0.82 / 0.87 in the same runs.
+ * Q4_0 (session 40) is the same computation on 8 code vectors made from the block's 4 stored ones
+ * (t16_code: low nibbles = positions 4m.., high nibbles = 16 + 4m..), the codes 0..15 unsigned
+ * against both bytes of x and its correction -8 sum(x), lane = block, so the lane order's Q4_0
+ * bits; one group a pass. The same runs: K = 1024 / 2048 / 8192 0.93 / 0.90 / 0.84-0.85 of the
+ * probe against the lane order's 0.78 / 0.77 / 0.72, whose four rows a pass each read their own
+ * x vectors and 64-byte code loads from four places. */
 typedef struct t16x {
     const uint8_t *hi, *lo;
     const int32_t *ncorr;
