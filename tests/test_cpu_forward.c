@@ -469,15 +469,17 @@ int main(void) {
             check_copy_same(wm, q ? "qwen3-0.6b 1 layer --quant q8_0, TESSERA_Q_LAYOUT=stored"
                                   : "qwen3-0.6b 1 layer --quant q4_0, TESSERA_Q_LAYOUT=stored", TS_CPU_AVX512BF16);
         unsetenv("TESSERA_Q_LAYOUT");
-        /* Q8_0 in tile order (only where the prefill runs AMX): embedding rows, every matrix, the LM
-         * head, thread shares, through the whole model */
-        if (q && ts_cpu_variant_supported(TS_CPU_AVX512BF16)) {
-            setenv("TESSERA_Q_LAYOUT", "tiles", 1);
-            if (ts_cpu_t16_wanted(TS_CPU_AVX512BF16, TS_DTYPE_Q8_0, 1024, 1024))
-                check_copy_same(wm, "qwen3-0.6b 1 layer --quant q8_0, TESSERA_Q_LAYOUT=tiles", TS_CPU_AVX512BF16);
-            else
-                th_isa_gap("AMX-INT8 (or the kernel's permission)", "Q8_0 tile order");
-            unsetenv("TESSERA_Q_LAYOUT");
+        /* where the prefill runs AMX the default copy above is the tile order (embedding rows,
+         * every matrix, the LM head, thread shares, through the whole model): the lane order too */
+        if (ts_cpu_variant_supported(TS_CPU_AVX512BF16)) {
+            if (ts_cpu_t16_wanted(TS_CPU_AVX512BF16, qt, 1024, 1024)) {
+                setenv("TESSERA_Q_LAYOUT", "lanes", 1);
+                check_copy_same(wm, q ? "qwen3-0.6b 1 layer --quant q8_0, TESSERA_Q_LAYOUT=lanes"
+                                      : "qwen3-0.6b 1 layer --quant q4_0, TESSERA_Q_LAYOUT=lanes", TS_CPU_AVX512BF16);
+                unsetenv("TESSERA_Q_LAYOUT");
+            } else {
+                th_isa_gap("AMX-INT8 (or the kernel's permission)", "Q8_0 / Q4_0 tile order");
+            }
         }
         ts_model_close(wm);
         wm = NULL;

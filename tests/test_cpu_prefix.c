@@ -215,25 +215,22 @@ int main(void) {
                 }
                 /* ctest runs it again with each AVX-512 prefill kernel forced: only that variant */
                 if (getenv("TESSERA_AVX512_PREFILL") && v != TS_CPU_AVX512BF16) continue;
-                /* Q8_0 copied where the prefill runs AMX: as by default (the tile order from K = 2048:
-                 * o and down here, the rest in lane order), then every matrix of whole groups in
-                 * tile order (TESSERA_Q_LAYOUT=tiles); real widths only. Pieces of 2 rows run the
-                 * tile order's few-row kernel, the longer ones its tiles */
+                /* Q8_0 copied where the prefill runs AMX: as by default (every matrix of whole groups
+                 * in tile order), then in lane order (TESSERA_Q_LAYOUT=lanes); real widths only.
+                 * Pieces of 2 rows run the tile order's few-row kernel, the longer ones its tiles.
+                 * (Q4_0's default copy, tile order here too, runs below as "copied".) */
                 if (models[mi].layers && q == 1 && v == TS_CPU_AVX512BF16) {
-                    if (ts_cpu_t16_wanted(TS_CPU_AVX512BF16, TS_DTYPE_Q8_0, 1024, 2048)) {
-                        char nt[200];
-                        snprintf(nt, sizeof nt, "%s, copied (tile order from K = 2048)", name);
-                        check_split(nt, m, (ts_cpu_variant)v, 24, 1, 1);
-                    }
-                    setenv("TESSERA_Q_LAYOUT", "tiles", 1);
                     if (ts_cpu_t16_wanted(TS_CPU_AVX512BF16, TS_DTYPE_Q8_0, 1024, 1024)) {
                         char nt[160];
                         snprintf(nt, sizeof nt, "%s, copied in tile order", name);
                         check_split(nt, m, (ts_cpu_variant)v, 24, 1, 1);
+                        setenv("TESSERA_Q_LAYOUT", "lanes", 1);
+                        snprintf(nt, sizeof nt, "%s, copied in lane order", name);
+                        check_split(nt, m, (ts_cpu_variant)v, 24, 1, 1);
+                        unsetenv("TESSERA_Q_LAYOUT");
                     } else {
                         th_isa_gap("AMX-INT8 (or the kernel's permission)", "Q8_0 tile order");
                     }
-                    unsetenv("TESSERA_Q_LAYOUT");
                 }
                 /* real widths: the vector kernels (the scalar one is slow there and has no tiles) */
                 if (models[mi].layers && (v == TS_CPU_SCALAR || q == 1)) continue;
