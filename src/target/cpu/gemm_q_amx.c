@@ -109,8 +109,9 @@ static void pack_group_x16(uint8_t *B, float *dw, const uint8_t *row0, size_t rb
 typedef struct amx_pack {
     uint8_t *B;
     float *dw;
-    const uint8_t *W;
+    const uint8_t *W; /* TS_DTYPE_Q4_0T16: the step's first block of its first group */
     ts_dtype dt;
+    size_t gbytes; /* TS_DTYPE_Q4_0T16: bytes from one group to the next */
     int K, n, nv, b0, nblk;
     int fast;         /* the blocks in whole groups, a multiple of 16 */
     int per, units;   /* units per 16 rows, in all */
@@ -126,7 +127,38 @@ static amx_pack amx_pack_of(uint8_t *B, float *dw, const uint8_t *W, ts_dtype dt
     return p;
 }
 
+/* Q4_0 in tile order: nblk blocks of one group (g: its first block) as the Q8_0 tile order's B
+ * tiles in B (512 bytes a block): vector m (positions 4m..4m+3) = the low nibbles of stored
+ * vector m (m < 4) or the high nibbles of vector m - 4, minus 8, as int8 (the weights) */
+static void t16_q4_tiles(uint8_t *B, const uint8_t *g, int nblk) {
+    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    for (int b = 0; b < nblk; b++) {
+        const uint8_t *p = g + (size_t)b * TS_T16_GROUP_BLOCK_Q4 + 32;
+        for (int m = 0; m < 4; m++) {
+            __m512i q = _mm512_loadu_si512(p + 64 * m);
+            _mm512_store_si512(B + 512 * (size_t)b + 64 * m, _mm512_sub_epi8(_mm512_and_si512(q, m4), eight));
+            _mm512_store_si512(B + 512 * (size_t)b + 256 + 64 * m,
+                               _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), eight));
+        }
+    }
+}
+
+/* A tile-order Q4_0 step's split (t16_q4_tiles) as a pack: units of 4 blocks of a group, the
+ * second group's tiles nblk blocks after the first's in B (a lone last group: one) */
+static amx_pack amx_pack_t16_q4(uint8_t *B, const uint8_t *g0, size_t gbytes, int groups, int nblk) {
+    amx_pack p = {.B = B, .W = g0, .dt = TS_DTYPE_Q4_0T16, .gbytes = gbytes, .nblk = nblk};
+    p.per = (nblk + 3) / 4;
+    p.units = groups * p.per;
+    return p;
+}
+
 static void amx_pack_unit(const amx_pack *p, int u) {
+    if (p->dt == TS_DTYPE_Q4_0T16) {
+        int t = u / p->per, b = 4 * (u % p->per), n = p->nblk - b < 4 ? p->nblk - b : 4;
+        t16_q4_tiles(p->B + ((size_t)t * p->nblk + (size_t)b) * 512,
+                     p->W + (size_t)t * p->gbytes + (size_t)b * TS_T16_GROUP_BLOCK_Q4, n);
+        return;
+    }
     size_t rb = ts_gemm_row_bytes(p->dt, p->K);
     ts_dtype st = ts_x16_stored(p->dt);
     int t = u / p->per, i = u % p->per, K = p->K, b0 = p->b0, nblk = p->nblk, n = p->n;
@@ -422,20 +454,13 @@ static void t16_scales(float *dw, const uint8_t *g0, const uint8_t *g1, int nblk
     }
 }
 
-/* Q4_0 in tile order: nblk blocks of one group (g: its first block) as the Q8_0 tile order's B
- * tiles in B (512 bytes a block): vector m (positions 4m..4m+3) = the low nibbles of stored
- * vector m (m < 4) or the high nibbles of vector m - 4, minus 8, as int8 (the weights) */
-static void t16_q4_tiles(uint8_t *B, const uint8_t *g, int nblk) {
-    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
-    for (int b = 0; b < nblk; b++) {
-        const uint8_t *p = g + (size_t)b * TS_T16_GROUP_BLOCK_Q4 + 32;
-        for (int m = 0; m < 4; m++) {
-            __m512i q = _mm512_loadu_si512(p + 64 * m);
-            _mm512_store_si512(B + 512 * (size_t)b + 64 * m, _mm512_sub_epi8(_mm512_and_si512(q, m4), eight));
-            _mm512_store_si512(B + 512 * (size_t)b + 256 + 64 * m,
-                               _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), eight));
-        }
-    }
+/* The split of tile-order Q4_0 step i (as ts_cpu_gemm_q_amx_t16 orders them) into B */
+static amx_pack t16_q4_step(const uint8_t *W, size_t gbytes, int64_t glo, int64_t ghi, int nchunks, int K, int64_t i,
+                            uint8_t *B) {
+    const int64_t g = glo + 2 * (i / nchunks);
+    const int k0 = (int)(i % nchunks) * AMX_KC, kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
+    return amx_pack_t16_q4(B, W + (size_t)g * gbytes + (size_t)(k0 / TS_QBLOCK) * TS_T16_GROUP_BLOCK_Q4, gbytes,
+                           g + 1 < ghi ? 2 : 1, kc / TS_QBLOCK);
 }
 
 int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const void *Wv, ts_dtype t16, int K, int S,
@@ -455,7 +480,8 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
     x.d = (float *)(x.l + (size_t)SP * x.lda);
     float dw[AMX_NB * 32] __attribute__((aligned(64)));
     int32_t C[AMX_KB / TS_QBLOCK * 4 * 256] __attribute__((aligned(64)));
-    uint8_t B4[2 * AMX_NB * 512] __attribute__((aligned(64))); /* Q4_0: the step's two groups' tiles */
+    /* Q4_0: a step's two groups' tiles, and the next step's, split while this one's tiles run */
+    uint8_t B4[2][2 * AMX_NB * 512] __attribute__((aligned(64)));
     const int64_t glo = n0 / 16, ghi = (n1 + 15) / 16, nblocks = (ghi - glo + 1) / 2;
     amx_pack none = {0};
     int rows = 0;
@@ -466,7 +492,10 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
         for (int k0 = 0; k0 < K; k0 += AMX_KC)
             prepare_x(x.h + k0, x.l + k0, x.d + k0 / TS_QBLOCK, x.lda, x.dnb, xs, ldx, ss, k0,
                       K - k0 < AMX_KC ? K - k0 : AMX_KC);
-        /* step i: row block i / nchunks (groups glo + 2 (i / nchunks) and the next), chunk i % nchunks */
+        /* step i: row block i / nchunks (groups glo + 2 (i / nchunks) and the next), chunk i % nchunks;
+         * Q4_0: step 0's split first, each next one's a slice per tile step of the one before */
+        amx_pack next = none;
+        if (q4) next = t16_q4_step(W, gbytes, glo, ghi, nchunks, K, 0, B4[0]), amx_pack_rest(&next);
         for (int64_t i = 0; i < nblocks * nchunks; i++) {
             const int64_t g = glo + 2 * (i / nchunks);
             const int k0 = (int)(i % nchunks) * AMX_KC, kc = K - k0 < AMX_KC ? K - k0 : AMX_KC, nblk = kc / TS_QBLOCK;
@@ -484,12 +513,17 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
                         ((size_t)(pkc / TS_QBLOCK) * gb + 63) / 64, pn, tiles * nblk);
             t16_scales(dw, g0, g1, nblk, gb);
             amx_w w = {g0 + 32, g1 + 32, TS_T16_GROUP_BLOCK, dw};
-            if (q4) { /* the nibbles split into the Q8_0 tile order's tiles first */
-                t16_q4_tiles(B4, g0, nblk);
-                if (g1 != g0) t16_q4_tiles(B4 + (size_t)nblk * 512, g1, nblk);
-                w = (amx_w){B4, g1 != g0 ? B4 + (size_t)nblk * 512 : B4, 512, dw};
+            next = none;
+            if (q4) { /* the tiles split from the nibbles, at 512 bytes a block */
+                uint8_t *B = B4[i & 1];
+                w = (amx_w){B, g1 != g0 ? B + (size_t)nblk * 512 : B, 512, dw};
+                if (i + 1 < nblocks * nchunks) {
+                    next = t16_q4_step(W, gbytes, glo, ghi, nchunks, K, i + 1, B4[(i + 1) & 1]);
+                    next.steps = tiles * nblk;
+                }
             }
-            amx_step(ys, ldy, &x, w, C, ss, (int)base, cols, k0, kc, &pf, &none, &rows); /* x.k0 = 0: x is whole */
+            amx_step(ys, ldy, &x, w, C, ss, (int)base, cols, k0, kc, &pf, &next, &rows); /* x.k0 = 0: x is whole */
+            amx_pack_rest(&next);
         }
     }
     _tile_release();
