@@ -280,12 +280,13 @@ static void check_amx_bits(ts_dtype dt, const uint8_t *w, const uint8_t *r, int 
     free(xp), free(x), free(a), free(b);
 }
 
-/* Q8_0 and Q4_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16 / _Q4_0T16; chosen only where AMX runs):
- * the layout round-trips group by group and row by row, and the decode, the batched decode and
- * every prefill kind (AMX: its few-row kernel below 7 rows, its tiles as they lie from there, x in
- * passes at S = 300; the other kinds through each group put back) give the stored rows' bits, for
- * all rows and for shares that start and end inside a 16-row group or leave a lone last group;
- * Q4_0 with and without GFNI's nibble split. */
+/* Q8_0 and Q4_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16 / _Q4_0T16; chosen where the prefill runs
+ * AMX or I16): the layout round-trips group by group and row by row, and the decode, the batched
+ * decode and every prefill kind (AMX where usable: its few-row kernel below 7 rows, its tiles as
+ * they lie from there, x in passes at S = 300; I16: its few-row kernel below 16 rows, its panels
+ * packed from the tiles; the other kinds, and shares that start or end inside a group, through
+ * each group put back) give the stored rows' bits, for all rows and for shares that start and end
+ * inside a 16-row group or leave a lone last group; Q4_0 with and without GFNI's nibble split. */
 static void check_t16(ts_dtype st) {
     const ts_dtype tt = ts_t16_of(st);
     static const struct {
@@ -359,7 +360,7 @@ static void check_t16(ts_dtype st) {
 }
 
 /* `test_cpu_gemm_q amx`: the AMX prefill (a ctest of its own, skipped where AMX is not
- * usable), first the tile order (check_t16). Bit-identical to I16 at the shapes check_prefill uses and more S (one and several
+ * usable; the tile order's AMX kernel runs in the default mode's check_t16). Bit-identical to I16 at the shapes check_prefill uses and more S (one and several
  * 16-row tiles, K past one prepared chunk, K blocks cut short, column windows cut inside a
  * 32-row tile; x prepared whole and, at S = 128-140 with K = 4192 and 8192, a chunk at a
  * time), so I16's oracle checks of the default mode hold for it; then the oracle at the seed
@@ -370,13 +371,6 @@ static int amx_main(void) {
     if (!ts_cpu_amx_usable()) {
         th_isa_gap("AMX-INT8 (or the kernel's permission)", "AMX prefill kernel");
         return th_finish("test_cpu_gemm_q amx");
-    }
-    check_t16(TS_DTYPE_Q8_0);
-    check_t16(TS_DTYPE_Q4_0);
-    if (ts_cpu_q_gfni()) { /* Q4_0's other nibble split too */
-        ts_cpu_q_gfni_set(0);
-        check_t16(TS_DTYPE_Q4_0);
-        ts_cpu_q_gfni_set(1);
     }
     static const ts_dtype dts[] = {TS_DTYPE_Q8_0, TS_DTYPE_Q4_0};
     static const struct {
@@ -585,6 +579,15 @@ int main(int argc, char **argv) {
             CHECK(ts_cpu_q_gfni(), "GFNI split not restored");
         } else printf("  Q4_0 lane order: no GFNI on this CPU, only the shift-and-mask split ran\n");
         check_x16(TS_DTYPE_Q8_0);
+        /* the tile order, taken where the prefill runs AMX or I16: every prefill kind (AMX's where
+         * it is usable, else its fallback, I16's panels) */
+        check_t16(TS_DTYPE_Q8_0);
+        check_t16(TS_DTYPE_Q4_0);
+        if (ts_cpu_q_gfni()) { /* Q4_0's other nibble split too */
+            ts_cpu_q_gfni_set(0);
+            check_t16(TS_DTYPE_Q4_0);
+            ts_cpu_q_gfni_set(1);
+        }
         /* every AVX-512 prefill kernel, whichever this machine picks (AMX: `test_cpu_gemm_q amx`) */
         for (int k = 0; k < TS_Q_PREFILL_COUNT; k++) {
             if (k == TS_Q_PREFILL_AMX) continue;

@@ -470,14 +470,23 @@ static void panel_rows(const ts_panel_ops *o, float *y, int ldy, const uint32_t 
          * 64-256 rows 1.06-1.08x and 0.97-1.03x) */
         if (pk % (16 * TS_QBLOCK)) pl = 0;
     }
-    int ptot = pk < K ? pnv * pl : 0, ntiles = (S + MR - 1) / MR;
+    /* the next panel's rows (stride rb), or in tile order its groups, whose K block lies together */
+    const char *pw = (const char *)W + (size_t)pn * rb;
+    size_t pstride = rb;
+    int prows = pnv;
+    if (ts_dtype_is_t16(o->dt)) {
+        size_t gb = ts_t16_group_block(o->dt);
+        pstride = 16 * rb, prows = (pnv + 15) / 16, pw = (const char *)W + (size_t)(pn / 16) * pstride;
+        poff = (size_t)(pk / TS_QBLOCK) * gb, pl = (int)(((size_t)(kb / TS_QBLOCK) * gb + 63) / 64);
+    }
+    int ptot = pk < K ? prows * pl : 0, ntiles = (S + MR - 1) / MR;
     int pstep = (ptot + ntiles - 1) / ntiles, prow = 0, pline = 0;
     for (int s = 0, ms; s < S; s += ms) {
         int left = S - s;
         ms = left < MR ? left : MR;
         if (left == 7 || left == 8) ms = 4; /* 4 + 3 or 4 + 4, not 6 + 1 or 6 + 2 */
-        for (int q = 0; q < pstep && prow < pnv; q++) {
-            _mm_prefetch((const char *)W + (size_t)(pn + prow) * rb + poff + 64 * pline, _MM_HINT_T0);
+        for (int q = 0; q < pstep && prow < prows; q++) {
+            _mm_prefetch(pw + (size_t)prow * pstride + poff + 64 * pline, _MM_HINT_T0);
             if (++pline == pl) pline = 0, prow++;
         }
         float *ys = y + (size_t)s * ldy + n;

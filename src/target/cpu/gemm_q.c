@@ -233,7 +233,8 @@ int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if ((dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
     if (e && (!strcmp(e, "lanes") || !strcmp(e, "stored"))) return 0;
-    return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && ts_cpu_avx512_q_prefill() == TS_Q_PREFILL_AMX;
+    ts_q_prefill k = ts_cpu_avx512_q_prefill();
+    return ts_cpu_gemm_q_for(v) == ts_cpu_gemm_q_avx512 && (k == TS_Q_PREFILL_AMX || k == TS_Q_PREFILL_I16);
 }
 
 /* Row j's stored block (34 or 18 bytes: dt the stored type) into / out of the 16-row record p of

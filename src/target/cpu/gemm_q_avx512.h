@@ -44,7 +44,8 @@ void ts_cpu_gemm_q_prefill_t16_avx512(ts_q_prefill k, float *y, int ldy, const f
                                       ts_dtype t16, int K, int S, int n0, int n1);
 
 /* The integer prefill panels, gemm_q_panels_avx512.c: I16 (decode's 16-bit x, vpdpwssd on the
- * codes widened to int16) and the experimental I8 (8-bit x, vpdpbusd), stored and lane orders. */
+ * codes widened to int16; stored, lane and tile orders, the last for n0 and n1 multiples of 16)
+ * and the experimental I8 (8-bit x, vpdpbusd; stored and lane orders). */
 void ts_cpu_q_prefill_i16_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                                  int n0, int n1);
 void ts_cpu_q_prefill_i8_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,

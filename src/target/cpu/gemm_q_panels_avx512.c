@@ -195,6 +195,65 @@ static const ts_panel_ops k_q4x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4x16,
 static const ts_panel_ops k_q8x16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8x16,
                                       TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0X16, q16_pack_group_q8x16};
 
+/* The I16 panels of tile-order rows (gemm.h; n % 16 == 0 and rows past nv in whole groups of
+ * 16, as ts_cpu_gemm_q_prefill_t16_avx512 calls them): a block's code vector m is already dword
+ * m of its 16 rows, what q16_pack_group gets by a transpose from the lane order, so each is
+ * widened to int16 and split into its two pairs as there (Q4_0: its low and high nibbles first);
+ * the scales are the block's 16 F16 as they lie. The same panels, so the same bits. */
+static inline __attribute__((always_inline)) void q16_pack_t16(void *Pv, const void *Wv, ts_dtype t16, int K, int n,
+                                                                int nv, int k0, int kb) {
+    const int q8 = t16 == TS_DTYPE_Q8_0T16;
+    uint32_t *P = Pv;
+    float *dw = (float *)(P + (size_t)kb / 2 * TS_PANEL_N);
+    const size_t gbytes = 16 * ts_gemm_row_bytes(t16, K), gb = ts_t16_group_block(t16);
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int h = 0; h < TS_PANEL_N; h += 16)
+        for (int j = 0; j < kb / TS_QBLOCK; j++) {
+            float *d = dw + (size_t)j * TS_PANEL_N + h;
+            uint32_t *o = P + (size_t)j * (TS_QBLOCK / 2) * TS_PANEL_N + h;
+            if (h >= nv) { /* a panel's missing rows contribute zero */
+                _mm512_store_ps(d, _mm512_setzero_ps());
+                for (int p = 0; p < TS_QBLOCK / 2; p++) _mm512_store_si512(o + (size_t)p * TS_PANEL_N, _mm512_setzero_si512());
+                continue;
+            }
+            const uint8_t *blk = (const uint8_t *)Wv + (size_t)((n + h) / 16) * gbytes + (size_t)(k0 / TS_QBLOCK + j) * gb;
+            _mm512_store_ps(d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk)));
+            for (int m = 0; m < (q8 ? 8 : 4); m++) {
+                const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * m);
+                for (int e = 0; e < (q8 ? 1 : 2); e++) { /* Q4_0: the low nibbles (pairs 2m..), the high (8 + 2m..) */
+                    __m512i c = q8 ? v : ts_q4_w8_512(v, e);
+                    __m512i lo = _mm512_cvtepi8_epi16(_mm512_castsi512_si256(c));       /* rows 0-7 */
+                    __m512i hi = _mm512_cvtepi8_epi16(_mm512_extracti64x4_epi64(c, 1)); /* rows 8-15 */
+                    uint32_t *op = o + (size_t)(2 * m + 8 * e) * TS_PANEL_N;
+                    _mm512_store_si512(op, _mm512_permutex2var_epi32(lo, ev, hi));
+                    _mm512_store_si512(op + TS_PANEL_N, _mm512_permutex2var_epi32(lo, od, hi));
+                }
+            }
+        }
+}
+static void q16_pack_q8t16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    q16_pack_t16(P, W, TS_DTYPE_Q8_0T16, K, n, nv, k0, kb);
+}
+static void q16_pack_q4t16(void *P, const void *W, int K, int n, int nv, int k0, int kb) {
+    q16_pack_t16(P, W, TS_DTYPE_Q4_0T16, K, n, nv, k0, kb);
+}
+/* a whole group's four panels (ts_panel_ops.pack_group): the same panels one K block after the other */
+static void q16_pack_group_q8t16(void *P4, const void *W, int K, int n, int nv, int g) {
+    for (int j = 0; j < 16 * TS_QBLOCK / Q16_KB; j++)
+        q16_pack_t16((uint32_t *)P4 + (size_t)j * TS_PANEL_SLOT, W, TS_DTYPE_Q8_0T16, K, n, nv,
+                     16 * TS_QBLOCK * g + Q16_KB * j, Q16_KB);
+}
+static void q16_pack_group_q4t16(void *P4, const void *W, int K, int n, int nv, int g) {
+    for (int j = 0; j < 16 * TS_QBLOCK / Q16_KB; j++)
+        q16_pack_t16((uint32_t *)P4 + (size_t)j * TS_PANEL_SLOT, W, TS_DTYPE_Q4_0T16, K, n, nv,
+                     16 * TS_QBLOCK * g + Q16_KB * j, Q16_KB);
+}
+static const ts_panel_ops k_q8t16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q8t16,
+                                         TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q8_0T16, q16_pack_group_q8t16};
+static const ts_panel_ops k_q4t16_i16 = {Q16_KB, 2, q16_x_block, q16_pack_q4t16,
+                                         TS_PANEL_TILE_LIST(q16), TS_DTYPE_Q4_0T16, q16_pack_group_q4t16};
+
 
 /* ---- Prefill, experimental: 8-bit x (llama.cpp's Q8_0 activations) with vpdpbusd ----
  * x per 32-block to q = round(x * 127 / amax), stored as q + 128 (unsigned); panels of int8
@@ -292,7 +351,10 @@ static const ts_panel_ops k_q8x16_i8 = {Q8X_KB, 4, q8x_x_block, q8x_pack_q8x16,
 
 void ts_cpu_q_prefill_i16_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                                  int n0, int n1) {
-    ts_cpu_gemm_panels_avx512(q_ops(dt, &k_q8_i16, &k_q4_i16, &k_q8x16_i16, &k_q4x16_i16), y, ldy, xp, ldx, W, K, S, n0, n1);
+    const ts_panel_ops *o = dt == TS_DTYPE_Q8_0T16   ? &k_q8t16_i16
+                            : dt == TS_DTYPE_Q4_0T16 ? &k_q4t16_i16
+                                                     : q_ops(dt, &k_q8_i16, &k_q4_i16, &k_q8x16_i16, &k_q4x16_i16);
+    ts_cpu_gemm_panels_avx512(o, y, ldy, xp, ldx, W, K, S, n0, n1);
 }
 void ts_cpu_q_prefill_i8_avx512(float *y, int ldy, const float *xp, int ldx, const void *W, ts_dtype dt, int K, int S,
                                 int n0, int n1) {

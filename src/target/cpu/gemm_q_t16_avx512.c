@@ -318,9 +318,9 @@ static void t16_rows_i16(float *y, int ldy, const ts_gemm_qx *qx, int S, const u
  * 1024 1.09-1.26x. */
 #define T16_AMX_MIN_S 7
 
-/* What has no tile-order kernel (the prefill kinds other than AMX, AMX without its memory) runs
- * on each 16-row group put back in stored order: the stored rows' bits, which the tile order's
- * own kernels give too. */
+/* What has no tile-order kernel (the F32, BF16 and I8 kinds, shares that start or end inside a
+ * group) runs on each 16-row group put back in stored order: the stored rows' bits, which the
+ * tile order's own kernels give too. */
 static void t16_by_groups(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const uint8_t *W, ts_dtype t16,
                           int K, int S, int n0, int n1) {
     const size_t rb = ts_gemm_row_bytes(t16, K);
@@ -336,10 +336,15 @@ static void t16_by_groups(ts_q_prefill k, float *y, int ldy, const float *xp, in
 
 void ts_cpu_gemm_q_prefill_t16_avx512(ts_q_prefill k, float *y, int ldy, const float *xp, int ldx, const uint8_t *W,
                                       ts_dtype t16, int K, int S, int n0, int n1) {
-    if (k == TS_Q_PREFILL_AMX && S < T16_AMX_MIN_S && S <= TS_GEMM_BATCH_MAX) {
+    /* the few-row kernel below the AMX tiles, or below the I16 panels as the lane order's (gemm.h) */
+    const int few = k == TS_Q_PREFILL_AMX ? T16_AMX_MIN_S : k == TS_Q_PREFILL_I16 ? TS_I16_PANELS_MIN_S_X16 : 0;
+    if (S < few && S <= TS_GEMM_BATCH_MAX) {
         ts_cpu_gemm_q_decode_batch(y, ldy, xp, ldx, W, t16, K, S, n0, n1, ts_cpu_quantize_x_avx512, t16_rows_i16);
         return;
     }
-    if (k != TS_Q_PREFILL_AMX || !ts_cpu_gemm_q_amx_t16(y, ldy, xp, ldx, W, t16, K, S, n0, n1))
-        t16_by_groups(k, y, ldy, xp, ldx, W, t16, K, S, n0, n1);
+    if (k == TS_Q_PREFILL_AMX && ts_cpu_gemm_q_amx_t16(y, ldy, xp, ldx, W, t16, K, S, n0, n1)) return;
+    /* I16's panels (AMX's bits; also where AMX had no memory for x) on whole groups */
+    if ((k == TS_Q_PREFILL_I16 || k == TS_Q_PREFILL_AMX) && n0 % 16 == 0 && n1 % 16 == 0)
+        ts_cpu_q_prefill_i16_avx512(y, ldy, xp, ldx, W, t16, K, S, n0, n1);
+    else t16_by_groups(k, y, ldy, xp, ldx, W, t16, K, S, n0, n1);
 }
