@@ -390,10 +390,9 @@ static void check_copy_same(const ts_model *m, const char *name, ts_cpu_variant 
     }
     int same = ok && !memcmp(lg[0], lg[1], sizeof(float) * 4 * (size_t)c->n_vocab);
     ts_dtype qt = strstr(name, "q4_0") ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0;
-    int x16 = ts_cpu_x16_wanted(v, qt), t16 = ts_cpu_t16_wanted(v, qt, 1024, 1024), t16k = ts_cpu_t16_wanted(v, qt, 1024, 2048);
+    int x16 = ts_cpu_x16_wanted(v, qt), t16 = ts_cpu_t16_wanted(v, qt, 1024, 1024);
     printf("    %s: copied weights%s give the in-place logits %s (prefill 13, decode 3)\n", name,
-           t16 ? " (in tile order)" : t16k ? " (in tile order from K = 2048, else 16-block lane order)"
-           : x16 ? " (in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
+           t16 ? " (in tile order)" : x16 ? " (in 16-block lane order)" : "", same ? "bit for bit" : "DIFFERENTLY");
     CHECK(same, "%s %s: copied and in-place logits differ", name, ts_cpu_variant_name(v));
     free(lg[0]), free(lg[1]);
 }
@@ -469,8 +468,9 @@ int main(void) {
             check_copy_same(wm, q ? "qwen3-0.6b 1 layer --quant q8_0, TESSERA_Q_LAYOUT=stored"
                                   : "qwen3-0.6b 1 layer --quant q4_0, TESSERA_Q_LAYOUT=stored", TS_CPU_AVX512BF16);
         unsetenv("TESSERA_Q_LAYOUT");
-        /* where the prefill runs AMX the default copy above is the tile order (embedding rows,
-         * every matrix, the LM head, thread shares, through the whole model): the lane order too */
+        /* where the prefill runs AMX or I16 the default copy above is the tile order (embedding
+         * rows, every matrix, the LM head, thread shares, through the whole model): the lane order
+         * too */
         if (ts_cpu_variant_supported(TS_CPU_AVX512BF16)) {
             if (ts_cpu_t16_wanted(TS_CPU_AVX512BF16, qt, 1024, 1024)) {
                 setenv("TESSERA_Q_LAYOUT", "lanes", 1);
@@ -478,7 +478,7 @@ int main(void) {
                                       : "qwen3-0.6b 1 layer --quant q4_0, TESSERA_Q_LAYOUT=lanes", TS_CPU_AVX512BF16);
                 unsetenv("TESSERA_Q_LAYOUT");
             } else {
-                th_isa_gap("AMX-INT8 (or the kernel's permission)", "Q8_0 / Q4_0 tile order");
+                th_isa_gap("AVX-512 VNNI with the AMX or I16 prefill", "Q8_0 / Q4_0 tile order");
             }
         }
         ts_model_close(wm);

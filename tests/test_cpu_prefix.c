@@ -215,12 +215,13 @@ int main(void) {
                 }
                 /* ctest runs it again with each AVX-512 prefill kernel forced: only that variant */
                 if (getenv("TESSERA_AVX512_PREFILL") && v != TS_CPU_AVX512BF16) continue;
-                /* Q8_0 copied where the prefill runs AMX: as by default (every matrix of whole groups
-                 * in tile order), then in lane order (TESSERA_Q_LAYOUT=lanes); real widths only.
-                 * Pieces of 2 rows run the tile order's few-row kernel, the longer ones its tiles.
-                 * (Q4_0's default copy, tile order here too, runs below as "copied".) */
-                if (models[mi].layers && q == 1 && v == TS_CPU_AVX512BF16) {
-                    if (ts_cpu_t16_wanted(TS_CPU_AVX512BF16, TS_DTYPE_Q8_0, 1024, 1024)) {
+                /* Q8_0 / Q4_0 copied where the tile order is taken (the AMX or I16 prefill): as by
+                 * default (every matrix of whole groups in tile order), then in lane order
+                 * (TESSERA_Q_LAYOUT=lanes); real widths only. Pieces of 2 rows run the tile order's
+                 * few-row kernel, the longer ones its tiles or panels */
+                const int t16 = q && ts_cpu_t16_wanted(TS_CPU_AVX512BF16, qt[q], 1024, 1024);
+                if (models[mi].layers && q && v == TS_CPU_AVX512BF16) {
+                    if (t16) {
                         char nt[160];
                         snprintf(nt, sizeof nt, "%s, copied in tile order", name);
                         check_split(nt, m, (ts_cpu_variant)v, 24, 1, 1);
@@ -229,14 +230,16 @@ int main(void) {
                         check_split(nt, m, (ts_cpu_variant)v, 24, 1, 1);
                         unsetenv("TESSERA_Q_LAYOUT");
                     } else {
-                        th_isa_gap("AMX-INT8 (or the kernel's permission)", "Q8_0 tile order");
+                        th_isa_gap("AVX-512 VNNI with the AMX or I16 prefill", "Q8_0 / Q4_0 tile order");
                     }
                 }
                 /* real widths: the vector kernels (the scalar one is slow there and has no tiles) */
                 if (models[mi].layers && (v == TS_CPU_SCALAR || q == 1)) continue;
                 if (mi == 0 && q) continue; /* the second tiny model: BF16 (its K are not whole Q blocks) */
                 check_split(name, m, (ts_cpu_variant)v, 24, models[mi].layers != 0, 0);
-                if (q && v == TS_CPU_AVX512BF16) { /* the copies in lane order, pieces of 2-11 rows included */
+                /* the copies (lane or tile order; at real widths the tile order ran above), pieces of
+                 * 2-11 rows included */
+                if (q && v == TS_CPU_AVX512BF16 && !(models[mi].layers && t16)) {
                     char nc[160];
                     snprintf(nc, sizeof nc, "%s, copied", name);
                     check_split(nc, m, (ts_cpu_variant)v, 24, models[mi].layers != 0, 1);

@@ -193,9 +193,9 @@ static int cmp_d(const void *x, const void *y) {
  * it, in alternating rounds (the order rotated every round): each file's speed over the
  * first's per round, which is what "Q8_0 >= 1.8x our BF16" asks of the same moment. A file
  * named FILE@f16 or FILE@f32 runs with that KV cache (else --kv-cache's): the same file twice
- * compares the cache types at the same moment. FILE@stored: Q4_0 matrices copied as stored
- * instead of in 16-block lane order, and Q8_0 ones as stored instead of in tile or lane order
- * (TESSERA_Q_LAYOUT=stored, gemm.h); FILE@lanes: Q8_0 ones in lane order, not tile order (=lanes). FILE@nopin: that arm's threads not pinned
+ * compares the cache types at the same moment. FILE@stored: Q8_0 / Q4_0 matrices copied as
+ * stored instead of in tile or lane order (TESSERA_Q_LAYOUT=stored, gemm.h); FILE@lanes: in lane
+ * order, not tile order (=lanes). FILE@nopin: that arm's threads not pinned
  * (TESSERA_PIN_THREADS=0, core/pool.c); with --pause-ms N each token waits N ms first (not
  * timed), as a chat's turns or a server's requests do, after which an unpinned pool's woken
  * threads may share a core. */

@@ -131,14 +131,12 @@ static amx_pack amx_pack_of(uint8_t *B, float *dw, const uint8_t *W, ts_dtype dt
  * tiles in B (512 bytes a block): vector m (positions 4m..4m+3) = the low nibbles of stored
  * vector m (m < 4) or the high nibbles of vector m - 4, minus 8, as int8 (the weights) */
 static void t16_q4_tiles(uint8_t *B, const uint8_t *g, int nblk) {
-    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     for (int b = 0; b < nblk; b++) {
         const uint8_t *p = g + (size_t)b * TS_T16_GROUP_BLOCK_Q4 + 32;
         for (int m = 0; m < 4; m++) {
             __m512i q = _mm512_loadu_si512(p + 64 * m);
-            _mm512_store_si512(B + 512 * (size_t)b + 64 * m, _mm512_sub_epi8(_mm512_and_si512(q, m4), eight));
-            _mm512_store_si512(B + 512 * (size_t)b + 256 + 64 * m,
-                               _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(q, 4), m4), eight));
+            _mm512_store_si512(B + 512 * (size_t)b + 64 * m, ts_q4_w8_512(q, 0));
+            _mm512_store_si512(B + 512 * (size_t)b + 256 + 64 * m, ts_q4_w8_512(q, 1));
         }
     }
 }
@@ -438,10 +436,12 @@ void ts_cpu_gemm_q_amx(float *y, int ldy, const float *xp, int ldx, const void *
     free(x.h);
 }
 
-/* ---- Tile-order Q8_0 (gemm.h, TS_DTYPE_Q8_0T16): the tiles load W from the matrix ----
- * The same steps and arithmetic as above (so I16's bits), with no pack: a step is the two 16-row
- * groups of a 32-row block over one K chunk, its B tiles the groups' blocks as they lie, and
- * the scales of the chunk converted to FP32 before it. One 8192 x 2048 matrix, one thread, W from
+/* ---- Tile-order Q8_0 and Q4_0 (gemm.h, TS_DTYPE_Q8_0T16 / _Q4_0T16): the tiles load W from
+ * the matrix ----
+ * The same steps and arithmetic as above (so I16's bits): a step is the two 16-row groups of a
+ * 32-row block over one K chunk, its B tiles the groups' blocks as they lie (Q8_0: no pack;
+ * Q4_0: the nibbles split into int8 tiles, t16_q4_tiles, the next step's a slice per tile step
+ * of this one), and the scales of the chunk converted to FP32 before it. One 8192 x 2048 matrix, one thread, W from
  * DRAM (a scratch copy, session 38): 16 rows 2.85 -> 2.25 ms against the lane order's packs, 8
  * rows 2.42 -> 1.89, 4 rows 2.27 -> 1.73, 32 rows 4.13 -> 3.42; 2048 x 8192 at 16 rows 2.69 -> 2.40.
  * x goes whole where S * K <= AMX_WHOLE_X, else in passes of AMX_WHOLE_X / K rows (rounded down
@@ -512,15 +512,14 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
             amx_pf_init(&pf, pn ? W + (size_t)pg * gbytes + (size_t)(pk0 / TS_QBLOCK) * gb : W, gbytes,
                         ((size_t)(pkc / TS_QBLOCK) * gb + 63) / 64, pn, tiles * nblk);
             t16_scales(dw, g0, g1, nblk, gb);
-            amx_w w = {g0 + 32, g1 + 32, TS_T16_GROUP_BLOCK, dw};
+            /* Q8_0's tiles as they lie; Q4_0's split from the nibbles, 512 bytes a block */
+            const uint8_t *B = B4[i & 1];
+            amx_w w = q4 ? (amx_w){B, g1 != g0 ? B + (size_t)nblk * 512 : B, 512, dw}
+                         : (amx_w){g0 + 32, g1 + 32, TS_T16_GROUP_BLOCK, dw};
             next = none;
-            if (q4) { /* the tiles split from the nibbles, at 512 bytes a block */
-                uint8_t *B = B4[i & 1];
-                w = (amx_w){B, g1 != g0 ? B + (size_t)nblk * 512 : B, 512, dw};
-                if (i + 1 < nblocks * nchunks) {
-                    next = t16_q4_step(W, gbytes, glo, ghi, nchunks, K, i + 1, B4[(i + 1) & 1]);
-                    next.steps = tiles * nblk;
-                }
+            if (q4 && i + 1 < nblocks * nchunks) {
+                next = t16_q4_step(W, gbytes, glo, ghi, nchunks, K, i + 1, B4[(i + 1) & 1]);
+                next.steps = tiles * nblk;
             }
             amx_step(ys, ldy, &x, w, C, ss, (int)base, cols, k0, kc, &pf, &next, &rows); /* x.k0 = 0: x is whole */
             amx_pack_rest(&next);

@@ -79,7 +79,7 @@ static inline __attribute__((always_inline)) void t16_code(__m512i q, int m, int
 static inline __attribute__((always_inline)) void t16_pair(float (*accm)[16 * 16], const uint8_t *p, size_t gbytes,
                                                            int R, int b, const t16x *x, ts_pf pf, int q4, int gf) {
     const int nv = q4 ? TS_QBLOCK / 8 : TS_QBLOCK / 4; /* stored code vectors a block */
-    const size_t gb = q4 ? TS_T16_GROUP_BLOCK_Q4 : TS_T16_GROUP_BLOCK;
+    const size_t gb = ts_t16_group_block(q4 ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0);
     for (int v = 0; v < 2; v++) {
         const int bb = b + v;
         __m512i ih[2], il[2];
@@ -116,10 +116,18 @@ static inline __attribute__((always_inline)) void t16_pair(float (*accm)[16 * 16
     }
 }
 
+/* The 16 rows' sums of their 16 lane accumulators a (overwritten), in _mm512_reduce_add_ps's tree
+ * (lanes i and i + 8, then i and i + 4, then 0 + 2 and 1 + 3, then those two) */
+static inline __attribute__((always_inline)) __m512 t16_tree(__m512 *a) {
+    for (int i = 0; i < 8; i++) a[i] = _mm512_add_ps(a[i + 8], a[i]);
+    for (int i = 0; i < 4; i++) a[i] = _mm512_add_ps(a[i + 4], a[i]);
+    return _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+}
+
 /* R (a constant, 1 or 2) 16-row groups gbytes apart, block pair after block pair */
 static inline __attribute__((always_inline)) void t16_groups(float *y, const uint8_t *G, size_t gbytes, int R, int nb,
                                                              const t16x *x, ts_pf pf, int q4, int gf) {
-    const size_t gb = q4 ? TS_T16_GROUP_BLOCK_Q4 : TS_T16_GROUP_BLOCK;
+    const size_t gb = ts_t16_group_block(q4 ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0);
     float accm[2][16 * 16] __attribute__((aligned(64)));
     for (int r = 0; r < R; r++)
         for (int i = 0; i < 16; i++) _mm512_store_ps(accm[r] + 16 * i, _mm512_setzero_ps());
@@ -127,9 +135,7 @@ static inline __attribute__((always_inline)) void t16_groups(float *y, const uin
     for (int r = 0; r < R; r++) {
         __m512 acc[16];
         for (int i = 0; i < 16; i++) acc[i] = _mm512_load_ps(accm[r] + 16 * i);
-        for (int i = 0; i < 8; i++) acc[i] = _mm512_add_ps(acc[i + 8], acc[i]);
-        for (int i = 0; i < 4; i++) acc[i] = _mm512_add_ps(acc[i + 4], acc[i]);
-        _mm512_storeu_ps(y + 16 * r, _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])));
+        _mm512_storeu_ps(y + 16 * r, t16_tree(acc));
     }
 }
 
@@ -158,6 +164,8 @@ static inline __attribute__((always_inline)) void t16_rows(float *y, const t16x 
     }
 }
 
+/* K % 512 == 0, as the tile order is made (ts_cpu_t16_wanted): whole groups of 16 blocks, so
+ * block pairs and the lane accumulators' order hold */
 void ts_cpu_gemv_rows_t16_avx512(float *y, ts_gemm_qx qx, const uint8_t *W, ts_dtype t16, int K, int n0, int n1) {
     const int nb = K / TS_QBLOCK, q4 = t16 == TS_DTYPE_Q4_0T16;
     const size_t gbytes = 16 * ts_gemm_row_bytes(t16, K);
@@ -215,7 +223,7 @@ static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, 
                                                              int gf) {
     const int nb = K / TS_QBLOCK, nv = q4 ? TS_QBLOCK / 8 : TS_QBLOCK / 4;
     const size_t gbytes = 16 * ts_gemm_row_bytes(q4 ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0, K);
-    const size_t gb = q4 ? TS_T16_GROUP_BLOCK_Q4 : TS_T16_GROUP_BLOCK;
+    const size_t gb = ts_t16_group_block(q4 ? TS_DTYPE_Q4_0 : TS_DTYPE_Q8_0);
     const ts_pf_kind kind = q4 ? TS_PF_Q4T16 : TS_PF_Q8T16;
     /* the batched decode's calls are timed for the per-process choice of distances, as the
      * lane order's (a server decodes only through them); the few-row prefill's are not */
@@ -261,14 +269,7 @@ static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, 
         }
         for (int s = 0; s < S; s++) {
             float t[16];
-            if (i16) {
-                _mm512_storeu_ps(t, st[s][1]);
-            } else {
-                __m512 *a = st[s];
-                for (int i = 0; i < 8; i++) a[i] = _mm512_add_ps(a[i + 8], a[i]);
-                for (int i = 0; i < 4; i++) a[i] = _mm512_add_ps(a[i + 4], a[i]);
-                _mm512_storeu_ps(t, _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3])));
-            }
+            _mm512_storeu_ps(t, i16 ? st[s][1] : t16_tree(st[s]));
             for (int i = 0; i < 16; i++)
                 if (16 * g + i >= n0 && 16 * g + i < n1) y[(size_t)s * ldy + 16 * g + i] = t[i];
         }
