@@ -209,7 +209,7 @@ int cmd_bench(int argc, char **argv) {
     ts_dtype qdt = !strcmp(m->cfg.torch_dtype, "Q8_0") ? TS_DTYPE_Q8_0 : TS_DTYPE_Q4_0;
     /* copies of Q8_0 / Q4_0 matrices in 16-block lane order (gemm.h) */
     int x16 = qmats && copy_weights && ts_cpu_x16_wanted(ts_cpu_best_variant(), qdt);
-    /* Q8_0 / Q4_0 in tile order where the prefill runs AMX (gemm_q.c), the other matrices in lane order */
+    /* Q8_0 / Q4_0 in tile order where the prefill runs AMX or I16 (gemm_q.c), the other matrices in lane order */
     int t16 = qmats && copy_weights && ts_cpu_t16_wanted(ts_cpu_best_variant(), qdt, 16 * 16, 512);
     if (qmats)
         snprintf(kernels, sizeof kernels, "%s%s", ts_cpu_gemm_q_name(ts_cpu_best_variant()),

@@ -115,7 +115,7 @@ typedef void (*ts_gemm_q_fn)(float *y, int ldy, const float *xp, int ldx, const 
 #define TS_DTYPE_Q4_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 1))
 #define TS_DTYPE_Q8_0X16 ((ts_dtype)(TS_DTYPE_COUNT + 2))
 static inline int ts_dtype_is_x16(ts_dtype dt) { return dt == TS_DTYPE_Q4_0X16 || dt == TS_DTYPE_Q8_0X16; }
-/* Q8_0 / Q4_0 matrices in tile order (the cpu target's copies where the prefill runs AMX,
+/* Q8_0 / Q4_0 matrices in tile order (the cpu target's copies where the prefill runs AMX or I16,
  * N % 16 == 0, K % 512 == 0; ts_cpu_t16_wanted): rows in groups of 16, group G in the bytes of
  * rows 16G..16G+15, per block b of the K / 32 the 16 rows' F16 scales (32 bytes) then the code
  * vectors of 64 bytes, the m-th = code dword m of the 16 rows (8 for Q8_0: positions 4m..4m+3,

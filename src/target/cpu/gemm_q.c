@@ -220,15 +220,18 @@ int ts_cpu_x16_wanted(ts_cpu_variant v, ts_dtype dt) {
 
 /* ---- Q8_0 / Q4_0 in tile order (gemm.h, TS_DTYPE_Q8_0T16, TS_DTYPE_Q4_0T16) ---- */
 
-/* Where the prefill runs AMX, for Q8_0 / Q4_0 matrices of whole 16-row groups and whole 16-block
- * groups (the decode on it gives the lane order's bits, whose blocks past the last whole group
- * are stored apart); TESSERA_Q_LAYOUT=lanes or =stored none. Measured on the Intel Xeon with AMX
+/* Where the prefill runs AMX or I16, for Q8_0 / Q4_0 matrices of whole 16-row groups and whole
+ * 16-block groups (the decode on it gives the lane order's bits, whose blocks past the last whole
+ * group are stored apart); TESSERA_Q_LAYOUT=lanes or =stored none. Measured on the Intel Xeon with AMX
  * (docs/performance.md): Q8_0 prefill on the tiles as they lie 1.02-1.40x the lane order's per
  * matrix at 2-16 rows, the model's 4-32-token prompts 1.07-1.28x (session 38); since session 40's
  * decode (gemm_q_t16_avx512.c) the tile order also decodes faster, K = 1024 / 2048 / 8192 0.94 /
  * 0.99 / 0.98 of the read probe against the lane order's 0.89 / 0.84-0.88 / 0.84-0.86
  * (gemv_sweep), so K = 1024 (Qwen3-0.6B) takes it too: 4-128-token prompts 1.32-1.42x ->
- * 1.30-1.50x llama.cpp, decode 48.2-48.7 -> 50.6-52.6 tok/s. Q4_0: see gemm_q_t16_avx512.c. */
+ * 1.30-1.50x llama.cpp, decode 48.2-48.7 -> 50.6-52.6 tok/s. Q4_0: see gemm_q_t16_avx512.c. The
+ * I16 kind (cores without AMX; measured with TESSERA_Q_PREFILL=i16) has the tiles' few-row kernel
+ * and I16 panels packed from the tiles: Llama-3.2-1B Q4_0 / Q8_0 decode 1.10-1.14x / 1.17x the
+ * lane order's tok/s, 4-16-token prompts 1.02-1.18x, 128-512 tokens 0.95-1.00x. */
 int ts_cpu_t16_wanted(ts_cpu_variant v, ts_dtype dt, int64_t N, int64_t K) {
     const char *e = getenv("TESSERA_Q_LAYOUT");
     if ((dt != TS_DTYPE_Q8_0 && dt != TS_DTYPE_Q4_0) || N % 16 || K % 512 || K > TS_GEMM_QX_MAX) return 0;
