@@ -454,13 +454,21 @@ static void t16_scales(float *dw, const uint8_t *g0, const uint8_t *g1, int nblk
     }
 }
 
-/* The split of tile-order Q4_0 step i (as ts_cpu_gemm_q_amx_t16 orders them) into B */
-static amx_pack t16_q4_step(const uint8_t *W, size_t gbytes, int64_t glo, int64_t ghi, int nchunks, int K, int64_t i,
-                            uint8_t *B) {
-    const int64_t g = glo + 2 * (i / nchunks);
-    const int k0 = (int)(i % nchunks) * AMX_KC, kc = K - k0 < AMX_KC ? K - k0 : AMX_KC;
-    return amx_pack_t16_q4(B, W + (size_t)g * gbytes + (size_t)(k0 / TS_QBLOCK) * TS_T16_GROUP_BLOCK_Q4, gbytes,
-                           g + 1 < ghi ? 2 : 1, kc / TS_QBLOCK);
+/* Step i of a tile-order call: row block i / nchunks (groups g = glo + 2 (i / nchunks) and, where
+ * g + 1 < ghi, the next), K chunk i % nchunks ([k0, k0 + kc)); its first group's bytes of the
+ * chunk at p */
+typedef struct t16_at {
+    int64_t g;
+    int k0, kc, groups;
+    const uint8_t *p;
+} t16_at;
+static t16_at t16_step_at(const uint8_t *W, size_t gbytes, size_t gb, int64_t glo, int64_t ghi, int nchunks, int K,
+                          int64_t i) {
+    t16_at a = {glo + 2 * (i / nchunks), (int)(i % nchunks) * AMX_KC, 0, 0, NULL};
+    a.kc = K - a.k0 < AMX_KC ? K - a.k0 : AMX_KC;
+    a.groups = a.g + 1 < ghi ? 2 : 1;
+    a.p = W + (size_t)a.g * gbytes + (size_t)(a.k0 / TS_QBLOCK) * gb;
+    return a;
 }
 
 int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const void *Wv, ts_dtype t16, int K, int S,
@@ -492,33 +500,38 @@ int ts_cpu_gemm_q_amx_t16(float *y, int ldy, const float *xp, int ldx, const voi
         for (int k0 = 0; k0 < K; k0 += AMX_KC)
             prepare_x(x.h + k0, x.l + k0, x.d + k0 / TS_QBLOCK, x.lda, x.dnb, xs, ldx, ss, k0,
                       K - k0 < AMX_KC ? K - k0 : AMX_KC);
-        /* step i: row block i / nchunks (groups glo + 2 (i / nchunks) and the next), chunk i % nchunks;
-         * Q4_0: step 0's split first, each next one's a slice per tile step of the one before */
+        /* the steps in t16_step_at's order; Q4_0: step 0's split first, each next one's a slice per
+         * tile step of the one before */
+        const int64_t nsteps = nblocks * nchunks;
         amx_pack next = none;
-        if (q4) next = t16_q4_step(W, gbytes, glo, ghi, nchunks, K, 0, B4[0]), amx_pack_rest(&next);
-        for (int64_t i = 0; i < nblocks * nchunks; i++) {
-            const int64_t g = glo + 2 * (i / nchunks);
-            const int k0 = (int)(i % nchunks) * AMX_KC, kc = K - k0 < AMX_KC ? K - k0 : AMX_KC, nblk = kc / TS_QBLOCK;
-            const uint8_t *g0 = W + (size_t)g * gbytes + (size_t)(k0 / TS_QBLOCK) * gb;
-            const uint8_t *g1 = g + 1 < ghi ? g0 + gbytes : g0; /* a lone last group: its tiles twice, half kept */
+        if (q4) {
+            t16_at a = t16_step_at(W, gbytes, gb, glo, ghi, nchunks, K, 0);
+            next = amx_pack_t16_q4(B4[0], a.p, gbytes, a.groups, a.kc / TS_QBLOCK);
+            amx_pack_rest(&next);
+        }
+        for (int64_t i = 0; i < nsteps; i++) {
+            const t16_at a = t16_step_at(W, gbytes, gb, glo, ghi, nchunks, K, i);
+            const int64_t g = a.g;
+            const int k0 = a.k0, kc = a.kc, nblk = kc / TS_QBLOCK;
+            const uint8_t *g0 = a.p;
+            const uint8_t *g1 = a.groups == 2 ? g0 + gbytes : g0; /* a lone last group: its tiles twice, half kept */
             const int64_t base = 16 * g;
             const int lo = (int)((n0 > base ? n0 : base) - base), hi = (int)((n1 < base + 32 ? n1 : base + 32) - base);
             const uint32_t cols = (hi >= 32 ? 0xffffffffu : (1u << hi) - 1) & ~((1u << lo) - 1);
             /* the lines of step i + 2: its groups' bytes of its chunk, one run per group */
             amx_pf pf;
-            const int64_t pi = i + 2, pg = glo + 2 * (pi / nchunks);
-            const int pk0 = (int)(pi % nchunks) * AMX_KC, pkc = K - pk0 < AMX_KC ? K - pk0 : AMX_KC;
-            const int pn = pi >= nblocks * nchunks ? 0 : pg + 1 < ghi ? 2 : 1;
-            amx_pf_init(&pf, pn ? W + (size_t)pg * gbytes + (size_t)(pk0 / TS_QBLOCK) * gb : W, gbytes,
-                        ((size_t)(pkc / TS_QBLOCK) * gb + 63) / 64, pn, tiles * nblk);
+            const t16_at pa = i + 2 < nsteps ? t16_step_at(W, gbytes, gb, glo, ghi, nchunks, K, i + 2)
+                                             : (t16_at){0, 0, 0, 0, W}; /* none */
+            amx_pf_init(&pf, pa.p, gbytes, ((size_t)(pa.kc / TS_QBLOCK) * gb + 63) / 64, pa.groups, tiles * nblk);
             t16_scales(dw, g0, g1, nblk, gb);
             /* Q8_0's tiles as they lie; Q4_0's split from the nibbles, 512 bytes a block */
             const uint8_t *B = B4[i & 1];
             amx_w w = q4 ? (amx_w){B, g1 != g0 ? B + (size_t)nblk * 512 : B, 512, dw}
                          : (amx_w){g0 + 32, g1 + 32, TS_T16_GROUP_BLOCK, dw};
             next = none;
-            if (q4 && i + 1 < nblocks * nchunks) {
-                next = t16_q4_step(W, gbytes, glo, ghi, nchunks, K, i + 1, B4[(i + 1) & 1]);
+            if (q4 && i + 1 < nsteps) {
+                t16_at na = t16_step_at(W, gbytes, gb, glo, ghi, nchunks, K, i + 1);
+                next = amx_pack_t16_q4(B4[(i + 1) & 1], na.p, gbytes, na.groups, na.kc / TS_QBLOCK);
                 next.steps = tiles * nblk;
             }
             amx_step(ys, ldy, &x, w, C, ss, (int)base, cols, k0, kc, &pf, &next, &rows); /* x.k0 = 0: x is whole */

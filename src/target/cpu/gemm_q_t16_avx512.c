@@ -240,9 +240,9 @@ static inline __attribute__((always_inline)) void t16_rows_g(float *y, int ldy, 
         for (int b = 0; b < nb; b++) {
             const uint8_t *blk = G + (size_t)b * gb;
             ts_pf_lines(blk, pf, (int)((gb + 63) / 64));
-            __m512i w[TS_QBLOCK / 4], u[TS_QBLOCK / 4];
-            for (int m = 0; m < TS_QBLOCK / 4; m++)
-                t16_code(_mm512_loadu_si512(blk + 32 + 64 * (m % nv)), m, q4, gf, &w[m], &u[m]);
+            __m512i q[TS_QBLOCK / 4], w[TS_QBLOCK / 4], u[TS_QBLOCK / 4];
+            for (int m = 0; m < nv; m++) q[m] = _mm512_loadu_si512(blk + 32 + 64 * m); /* each stored vector once */
+            for (int m = 0; m < TS_QBLOCK / 4; m++) t16_code(q[m % nv], m, q4, gf, &w[m], &u[m]);
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
             const int j = b % TS_Q_GROUP, lane = ts_x16_lane(q4 ? TS_DTYPE_Q4_0X16 : TS_DTYPE_Q8_0X16, j);
             for (int s = 0; s < S; s++) {
