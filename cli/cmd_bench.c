@@ -1,5 +1,5 @@
 /* tessera bench MODEL [--prefill 128,512] [--decode 128] [--gen N] [--threads N] [--trials N]
- *                     [--json] [--batch 1,2,4,8]
+ *                     [--steps] [--json] [--batch 1,2,4,8]
  * Prefill and decode speed of the cpu target, with this machine's own peaks (FMA throughput,
  * streaming read bandwidth) measured in the same run, so results are quoted as fractions. The
  * timing is deploy/measure.h's, the same harness phases 4, 5 and 7 use. */
@@ -26,12 +26,15 @@
 static const char *k_usage =
     "tessera bench MODEL_DIR [--prefill 128,512] [--decode 128] [--gen 16] [--threads N]\n"
     "                     [--trials 5] [--autotune] [--copy-weights|--mmap-weights] [--quant q8_0|q4_0]\n"
-    "                     [--kv-cache f32|f16] [--json] [--batch 1,2,4,8]\n\n"
+    "                     [--kv-cache f32|f16] [--steps] [--json] [--batch 1,2,4,8]\n\n"
     "--copy-weights copies the weights at load (2 MiB huge pages where the kernel allows),\n"
     "--mmap-weights reads them in place from the mmap; default: as `tessera run` does (a copy\n"
     "when the file stores Q8_0/Q4_0 matrices, else the mmap). --quant quantizes BF16/F16/F32 weight\n"
     "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them). --kv-cache f16\n"
     "holds the KV cache in IEEE half (default f32).\n"
+    "--steps also clocks every step of the decode on every thread (two clock reads a step) and\n"
+    "prints where a token's time goes: per step the slowest and fastest thread, the wait at the\n"
+    "barrier after it, and the GB/s of the weights (attention: the KV cache) it reads.\n"
     "--batch measures only batched decode instead (continuous batching): for each count B,\n"
     "B sequences with their own --decode-token contexts decode --gen tokens together; it\n"
     "reports the aggregate tokens/s and its ratio to B = 1.";
@@ -95,10 +98,31 @@ static int bench_batch(const char *dir, ts_model *m, const ts_measure_opts *mo, 
     return 0;
 }
 
+/* --steps: where a decoded token's time goes (ts_measurement.steps) */
+static void print_steps(const json_t *a, double token_ms, double peak_gbs) {
+    printf("decode step by step, ms a token: the step's span (its slowest thread and the barrier after it), "
+           "then the slowest and fastest thread's work:\n");
+    double sum = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach(a, i, r) {
+        double ms = json_real_value(json_object_get(r, "ms_per_token"));
+        double mb = json_real_value(json_object_get(r, "bytes_per_token")) / 1e6, gbs = json_real_value(json_object_get(r, "gbs"));
+        sum += ms;
+        printf("  %-10s %7.3f  (threads %7.3f / %7.3f)", json_string_value(json_object_get(r, "step")), ms,
+               json_real_value(json_object_get(r, "slowest_thread_ms_per_token")),
+               json_real_value(json_object_get(r, "fastest_thread_ms_per_token")));
+        if (mb > 0) printf("  %8.1f MB  %6.1f GB/s (%.2f of the read peak)", mb, gbs, gbs / peak_gbs);
+        printf("\n");
+    }
+    printf("  the spans sum to %.3f of the token's %.3f ms (the rest: regions starting and ending, the embedding, "
+           "the sampling)\n", sum, token_ms);
+}
+
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *prefill = "128,512", *batch = NULL;
     long long decode_ctx = 128, gen = 16, threads = 0, trials = 5;
-    int as_json = 0, autotune = 0, copy_weights = -1, quant = -1, kv = TS_DTYPE_F32;
+    int as_json = 0, autotune = 0, copy_weights = -1, quant = -1, kv = TS_DTYPE_F32, steps = 0;
     for (int i = 1; i < argc; i++) {
         long long *dst = NULL;
         long long lo = 1, hi = 1 << 20;
@@ -109,6 +133,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) dst = &threads, hi = 256;
         else if (!strcmp(argv[i], "--trials") && i + 1 < argc) dst = &trials, hi = 1000;
         else if (!strcmp(argv[i], "--json")) as_json = 1;
+        else if (!strcmp(argv[i], "--steps")) steps = 1;
         else if (!strcmp(argv[i], "--autotune")) autotune = 1;
         else if (!strcmp(argv[i], "--copy-weights")) copy_weights = 1;
         else if (!strcmp(argv[i], "--mmap-weights")) copy_weights = 0;
@@ -178,6 +203,7 @@ int cmd_bench(int argc, char **argv) {
     if (!s) { /* and a read probe between every two decode trials (measure.h) */
         ts_measure_opts md = mo;
         md.probe_each_trial = 1;
+        md.step_timing = steps;
         s = ts_measure_decode(m, &md, (int)decode_ctx, (int)gen, &dec, &err);
     }
     /* before the decode's probe buffer (measure.h) and the peak probes' 1 GiB */
@@ -264,7 +290,13 @@ int cmd_bench(int argc, char **argv) {
         for (int k = 0; k < n_sizes; k++)
             printf("%s{\"tokens\": %d, \"tok_s\": %.3f, \"sd\": %.3f, \"gflops\": %.2f}", k ? ", " : "",
                    sizes[k], pf[k].rate, pf[k].rate_sd, pf_gflops[k]);
-        printf("]}\n");
+        printf("]");
+        if (dec.steps) {
+            char *js = json_dumps(dec.steps, JSON_COMPACT | JSON_REAL_PRECISION(6));
+            printf(", \"decode_steps\": %s", js ? js : "null");
+            free(js);
+        }
+        printf("}\n");
     } else {
         printf("bench %s: cpu target, %s, %d threads, %lld trials, KV cache %s\n", dir, variant, nth, trials,
                ts_kv_cache_name(kv));
@@ -292,6 +324,7 @@ int cmd_bench(int argc, char **argv) {
         if (dec_frac > 1)
             printf("warning: decode read %.1f GB/s, above the measured read peak %.1f GB/s: the peak probe ran on a busier "
                    "machine, or decode reads less than %.0f MB/token\n", dec_gbs, pk.read_gbs, bytes_tok / 1e6);
+        if (dec.steps) print_steps(dec.steps, 1e3 / dec.rate, pk.read_gbs);
         printf("dispatches per layer %.0f; load %.3f s; cold time to first token %.3f s; peak RSS %.0f MB\n", dpl,
                t_load, cold_ttft, rss_mb);
         if (copy_weights) printf("weights copied at load: %.0f MB of it in transparent huge pages\n", huge_mb);

@@ -60,6 +60,21 @@ out=$("$BIN" bench "$TMP/tiny" --prefill 16 --decode 8 --gen 4 --trials 2 --json
 python3 -c 'import json, sys; j = json.loads(sys.argv[1]); lo, hi = j["decode_probe_gbs"]
 assert j["decode_probe_fraction"] > 0 and 0 < lo <= hi, (j["decode_probe_fraction"], lo, hi)' "$out" \
     && ok || bad "bench JSON: decode_probe_fraction and decode_probe_gbs [lo, hi]: $out"
+# --steps: per step of a decoded token its span, the threads' work and the GB/s of what it reads
+out=$("$BIN" bench "$TMP/tiny" --prefill 16 --decode 8 --gen 4 --trials 2 --threads 2 --steps --json 2>/dev/null)
+python3 -c '
+import json, math, sys
+j = json.loads(sys.argv[1]); rows = {r["step"]: r for r in j["decode_steps"]}
+assert {"attn_norm", "qkv", "attention", "o_proj", "ffn_norm", "gate_up", "down", "lm_head"} <= set(rows), rows
+for name, r in rows.items():
+    assert r["ms_per_token"] > 0 and r["fastest_thread_ms_per_token"] <= r["slowest_thread_ms_per_token"] <= r["ms_per_token"] * 1.000001, r
+    reads = name in ("qkv", "attention", "o_proj", "gate_up", "down", "lm_head")
+    assert (r["bytes_per_token"] > 0) == reads, r
+    if reads: assert math.isclose(r["gbs"], r["bytes_per_token"] / r["ms_per_token"] / 1e6, rel_tol=1e-3), r
+token_ms = 1e3 / j["decode_tok_s"]
+assert 0 < sum(r["ms_per_token"] for r in rows.values()) < 2 * token_ms, (rows, token_ms)' "$out" \
+    && ok || bad "bench --steps JSON: decode_steps rows: $out"
+expect 0 "decode step by step" -- "$BIN" bench "$TMP/tiny" --prefill 16 --decode 8 --gen 4 --trials 1 --steps
 
 # --hidden writes the per-layer residual stream in the golden hidden format
 expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q.bin" --hidden "$TMP/h.bin"

@@ -60,6 +60,52 @@ double ts_measure_decode_bytes(const ts_model *m, double ctx) {
     return w + (double)c->n_layers * ctx * 2 * KV * ts_kv_cache_elem_bytes(m->kv_type);
 }
 
+/* Bytes a decode token reads in one step over all layers (the matrices as mat_read_bytes counts
+ * them, attention the cache at context ctx), the LM head for TS_N_STEPS; 0 for the others. */
+static double step_read_bytes(const ts_model *m, int step, double ctx) {
+    const ts_config *c = ts_model_config(m);
+    if (step == TS_N_STEPS) return mat_read_bytes(m->lm_head);
+    if (step == TS_STEP_ATTENTION)
+        return (double)c->n_layers * ctx * 2 * c->n_kv_heads * c->head_dim * ts_kv_cache_elem_bytes(m->kv_type);
+    double w = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        const ts_layer_w *L = &m->layers[l];
+        switch (step) {
+        case TS_STEP_QKV: w += mat_read_bytes(L->wq) + mat_read_bytes(L->wk) + mat_read_bytes(L->wv); break;
+        case TS_STEP_O_PROJ: w += mat_read_bytes(L->wo); break;
+        case TS_STEP_GATE_UP: w += mat_read_bytes(L->w_gate) + mat_read_bytes(L->w_up); break;
+        case TS_STEP_DOWN: w += mat_read_bytes(L->w_down); break;
+        default: break;
+        }
+    }
+    return w;
+}
+
+/* span: the step's wall time; gbs over it */
+static json_t *step_row(const char *name, double span_ms, double max_ms, double min_ms, double bytes) {
+    return json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "step", name, "ms_per_token", span_ms, "slowest_thread_ms_per_token",
+                     max_ms, "fastest_thread_ms_per_token", min_ms, "bytes_per_token", bytes,
+                     "gbs", bytes > 0 && span_ms > 0 ? bytes / (span_ms * 1e-3) / 1e9 : 0.0);
+}
+
+/* ts_measurement.steps of a decode of `tokens` warm tokens at context ctx. The LM head is a region
+ * of its own: its row is the region's time (its work and the sync at its end) in all three. */
+static json_t *steps_json(const ts_model *m, const ts_cpu *cp, double tokens, double ctx) {
+    ts_cpu_step_time t[TS_N_STEPS];
+    int n = ts_cpu_step_times(cp, t, TS_N_STEPS);
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++)
+        json_array_append_new(a, step_row(ts_step_name(t[i].step), t[i].span_s * 1e3 / tokens, t[i].work_max_s * 1e3 / tokens,
+                                          t[i].work_min_s * 1e3 / tokens, step_read_bytes(m, t[i].step, ctx)));
+    ts_cpu_prof p[16];
+    int np = ts_cpu_profile(cp, p, 16);
+    for (int i = 0; i < np; i++)
+        if (!strcmp(p[i].name, "lm_head"))
+            json_array_append_new(a, step_row("lm_head", p[i].ms / tokens, p[i].ms / tokens, p[i].ms / tokens,
+                                              step_read_bytes(m, TS_N_STEPS, ctx)));
+    return a;
+}
+
 double ts_measure_prefill_flops(const ts_config *c, int S) {
     double attn = (double)c->n_layers * 4 * c->n_heads * c->head_dim * (double)S * (S + 1) / 2;
     return 2 * matrix_params(c) * S + attn + 2.0 * c->n_vocab * c->n_embd;
@@ -216,6 +262,7 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
     if (!toks || !lg || !lg0) s = ts_fail(err, TS_ERR_NOMEM, "measurement: out of memory for a %d-token context", C);
     if (!s) ts_phase_prompt_tokens(c, 7, 200, toks, C);
     if (!s) s = open_plan(m, o, C + D, &cp, r, err);
+    if (!s && o->step_timing) s = ts_cpu_step_timing(cp, 1, err);
     if (!s) s = ts_cpu_forward(cp, toks, C, lg0, 0, NULL, err);
     ts_read_probe *probe = NULL;
     double *pg = NULL; /* pg[i]: the probe just before warm trial i; pg[trials]: the one after the last */
@@ -229,7 +276,7 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
     long d0 = 0, dp = 0; /* dp: the probes' own regions on the session's pool, not counted */
     int runs = 0;
     for (int i = -1; i < o->trials && !s; i++) {
-        if (i == 0) ts_cpu_profile_reset(cp), d0 = ts_cpu_dispatches(cp);
+        if (i == 0) ts_cpu_profile_reset(cp), ts_cpu_step_timing_reset(cp), d0 = ts_cpu_dispatches(cp);
         if (i >= 0 && probe) pg[i] = probe_now(probe, cp, &dp);
         double b = ts_now_s() * 1e3, dt = 0;
         int k = 0;
@@ -248,6 +295,7 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
     if (!s && probe) pg[o->trials] = probe_now(probe, cp, &dp);
     ts_read_probe_free(probe); /* before finish: its huge pages are not the weights' */
     if (!s) finish(r, cp, D, runs * D, ts_cpu_dispatches(cp) - d0 - dp);
+    if (!s && o->step_timing) r->steps = steps_json(m, cp, (double)runs * D, C + D / 2.0);
     if (!s && pg)
         r->probe_fraction = ts_measure_probe_fraction(r->samples, pg, r->trials, ts_measure_decode_bytes(m, C + D / 2.0),
                                                       &r->probe_min_gbs, &r->probe_max_gbs);
@@ -311,8 +359,10 @@ ts_status ts_measure_decode_batch(const ts_model *m, const ts_measure_opts *o, i
 void ts_measurement_free(ts_measurement *r) {
     free(r->samples);
     json_decref(r->profile);
+    json_decref(r->steps);
     r->samples = NULL;
     r->profile = NULL;
+    r->steps = NULL;
 }
 
 int ts_measurement_valid(const ts_measurement *r, int trials) {

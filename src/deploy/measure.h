@@ -28,6 +28,7 @@ typedef struct ts_measure_opts {
     const ts_cpu_fault *fault; /* debug fault, or NULL */
     int probe_each_trial;      /* decode: a read probe on the session's own threads before every warm
                                 * trial and after the last (ts_measurement.probe_fraction) */
+    int step_timing;           /* decode: where a token's time goes, step by step (ts_measurement.steps) */
 } ts_measure_opts;
 
 typedef struct ts_measurement {
@@ -42,6 +43,9 @@ typedef struct ts_measurement {
     double dispatches_per_run; /* parallel regions counted per warm forward (prefill) or token (decode) */
     size_t copied;             /* bytes of weights copied or converted at load */
     json_t *profile;           /* where the warm time goes, per dispatch (caller decrefs) */
+    json_t *steps;             /* decode with step_timing: per step and the LM head, ms a token (its
+                                * span, ts_cpu_step_time; the slowest and the fastest thread's work),
+                                * bytes read a token and their GB/s over the span; else NULL */
     double anon_huge_mb;       /* this process's anonymous memory in huge pages while the session
                                 * lived (copied weights in THP; -1 where not readable) */
     double file_pmd_mb;        /* this process's file pages mapped 2 MiB at a time then (weights

@@ -430,6 +430,7 @@ void ts_cpu_free(ts_cpu *c) {
     free(c->inv_freq);
     free(c->arena);
     free(c->lg_all);
+    free(c->step_clock);
     free(c);
 }
 

@@ -79,6 +79,11 @@ static inline int ts_cpu_kv_block(const ts_config *cf) { return TS_KV_BLOCK * cf
 void ts_cpu_kv_store(const ts_config *cf, const ts_cpu_seq *kv, int l, int pos, int S, const float *k, int ldk,
                      const float *v, int ldv);
 
+typedef struct cpu_step_clock {
+    double work[TS_N_STEPS], wait[TS_N_STEPS];
+    char pad[64];
+} cpu_step_clock;
+
 typedef struct cpu_layer {
     cpu_mat wq, wk, wv, wo, wg, wu, wd;
     const float *attn_norm, *ffn_norm, *q_norm, *k_norm, *bq, *bk, *bv, *bo, *bg, *bu, *bd;
@@ -141,6 +146,9 @@ struct ts_cpu {
     int st_first, st_last; /* stages of the region being run (cpu_steps.c) */
     double prof_ms[CPU_N_PROF];
     long prof_calls[CPU_N_PROF];
+    /* ts_cpu_step_timing: per thread (a cache line apart) the seconds each stage ran and then
+     * waited at the barrier after it, in fused and unfused plans alike; NULL while off */
+    cpu_step_clock *step_clock;
 };
 
 /* Profile slots: the three fused groups, the LM head, then one per step (unfused plans). */

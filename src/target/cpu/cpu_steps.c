@@ -419,11 +419,50 @@ static const struct stage {
 
 static void run_stages(void *ctx, int ith, int nth) {
     ts_cpu *c = ctx;
+    cpu_step_clock *clk = c->step_clock ? &c->step_clock[ith] : NULL;
     for (int i = c->st_first; i <= c->st_last; i++) {
+        double t0 = clk ? ts_now_s() : 0, t1 = 0;
         k_stages[i].fn(c, ith, nth);
+        if (clk) t1 = ts_now_s(), clk->work[i] += t1 - t0;
         int bar = k_stages[i].barrier_after;
-        if (bar && !(bar == 2 && c->own_rows) && i < c->st_last) ts_pool_barrier(c->pool);
+        if (bar && !(bar == 2 && c->own_rows) && i < c->st_last) {
+            ts_pool_barrier(c->pool);
+            if (clk) clk->wait[i] += ts_now_s() - t1;
+        }
     }
+}
+
+ts_status ts_cpu_step_timing(ts_cpu *c, int on, ts_error *err) {
+    if (!on) {
+        free(c->step_clock);
+        c->step_clock = NULL;
+        return TS_OK;
+    }
+    if (!c->step_clock) {
+        c->step_clock = aligned_alloc(64, sizeof(cpu_step_clock) * (size_t)c->nth);
+        if (!c->step_clock) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the step timing");
+    }
+    ts_cpu_step_timing_reset(c);
+    return TS_OK;
+}
+
+void ts_cpu_step_timing_reset(ts_cpu *c) {
+    if (c->step_clock) memset(c->step_clock, 0, sizeof(cpu_step_clock) * (size_t)c->nth);
+}
+
+int ts_cpu_step_times(const ts_cpu *c, ts_cpu_step_time *out, int max) {
+    int n = 0;
+    for (int i = 0; c->step_clock && i < TS_N_STEPS && n < max; i++) {
+        ts_cpu_step_time t = {(ts_step)i, 0, 1e300, 0};
+        for (int th = 0; th < c->nth; th++) {
+            const cpu_step_clock *k = &c->step_clock[th];
+            if (k->work[i] > t.work_max_s) t.work_max_s = k->work[i];
+            if (k->work[i] < t.work_min_s) t.work_min_s = k->work[i];
+            if (k->work[i] + k->wait[i] > t.span_s) t.span_s = k->work[i] + k->wait[i];
+        }
+        if (t.work_max_s > 0) out[n++] = t;
+    }
+    return n;
 }
 
 void ts_cpu_dispatch(ts_cpu *c, ts_pool_fn fn, int slot) {

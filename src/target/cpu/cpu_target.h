@@ -148,6 +148,19 @@ typedef struct ts_cpu_prof {
 int ts_cpu_profile(const ts_cpu *c, ts_cpu_prof *out, int max);
 void ts_cpu_profile_reset(ts_cpu *c);
 
+/* Step timing (tessera bench --steps): while on, every thread clocks each step it runs and
+ * its wait at the barrier after it (two clock reads a step). ts_cpu_step_times gives, per step
+ * that ran since it was switched on or reset, summed over the calls: the seconds of the thread
+ * that worked longest and of the one that worked least, and the step's span, the most any
+ * thread spent in it and at the barrier after it (the wall time the step holds the threads). */
+typedef struct ts_cpu_step_time {
+    ts_step step;
+    double work_max_s, work_min_s, span_s;
+} ts_cpu_step_time;
+ts_status ts_cpu_step_timing(ts_cpu *c, int on, ts_error *err);
+void ts_cpu_step_timing_reset(ts_cpu *c);
+int ts_cpu_step_times(const ts_cpu *c, ts_cpu_step_time *out, int max);
+
 ts_cpu_variant ts_cpu_variant_of(const ts_cpu *c);
 int ts_cpu_threads(const ts_cpu *c);
 /* Parallel regions run so far (dispatches), and bytes of weights converted at load. */
