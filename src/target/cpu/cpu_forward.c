@@ -28,9 +28,7 @@
  * every weight once per token, and a copy in (transparent) huge pages is read through far
  * fewer TLB entries than the page cache's 4 KiB pages of the mmap (see docs/cpu-target.md for
  * what it measured). Without THP the advice is ignored and the copy is an ordinary one. Freed
- * with free(). (Not the KV cache: 2 MiB pages there made the token entering each 512-position
- * block zero 112 MB at once on Qwen3-0.6B, a first token of 27-270 ms instead of 12-14;
- * docs/cpu-target.md, "KV cache".) */
+ * with free(). The KV cache too (ts_cpu_kv_alloc), with its next block faulted ahead. */
 static void *alloc_huge(size_t bytes) {
     if (bytes >= HUGE_PAGE) {
         size_t sz = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
@@ -41,6 +39,47 @@ static void *alloc_huge(size_t bytes) {
         }
     }
     return malloc(bytes);
+}
+
+/* Why the KV cache in 2 MiB pages: decode attention streams the cache, and from 4 KiB pages it
+ * read 0.61-0.67 of the read peak on the Intel Xeon (Qwen3-0.6B Q4_0, `tessera bench --steps`),
+ * about the probe's own 4 KiB-page rate, against 0.71-0.76 from 2 MiB pages: 1.03x the tok/s at
+ * context 128, 1.05-1.08x at 1024 (docs/performance.md, session 41). TESSERA_KV_PAGES=4k keeps
+ * malloc's pages. */
+void *ts_cpu_kv_alloc(size_t bytes) {
+    const char *e = getenv("TESSERA_KV_PAGES");
+    return e && !strcmp(e, "4k") ? malloc(bytes) : alloc_huge(bytes);
+}
+
+/* A 2 MiB page faulted in on the first write to it zeroes 2 MiB, and the step that enters a
+ * block writes every layer's first rows of it at once: 56 pages, 112 MB, for Qwen3-0.6B's FP32
+ * cache, which made that step 27-270 ms instead of 12-14 when session 31 tried 2 MiB pages
+ * without this. So every decode step in the second half of a block faults in its share of the
+ * next block's pages (a byte of each rewritten with itself, on the calling thread before the
+ * step's regions: the same values, no other thread running), and the block is resident before
+ * any step reaches it. Not earlier: the cache's resident memory stays within the blocks in use
+ * and, past half of the last, the next. */
+void ts_cpu_kv_prefault(ts_cpu_seq *kv, int pos) {
+    const ts_cpu *c = kv->c;
+    const size_t R = ts_cpu_kv_rows(kv->cap), cap = ts_cpu_kv_cap(kv->cap), nb = (size_t)pos / R + 1;
+    if (nb * R >= cap || (size_t)pos % R < R / 2) return; /* no next block, or not yet */
+    const size_t KV = (size_t)c->c->n_kv_heads * (size_t)c->c->head_dim, es = c->kv_esize;
+    const size_t region = R * KV * es, pages = (region + HUGE_PAGE - 1) / HUGE_PAGE + 1; /* a region's pages at most */
+    const size_t total = 2 * (size_t)c->c->n_layers * pages, i = (size_t)pos % R;
+    if (kv->pf_block != (int)nb) kv->pf_block = (int)nb, kv->pf_done = 0;
+    /* what is left, evenly over the steps left in this block */
+    const size_t left = R - i, todo = total - (size_t)kv->pf_done;
+    const size_t want = (size_t)kv->pf_done + (todo + left - 1) / left;
+    for (; (size_t)kv->pf_done < want; kv->pf_done++) {
+        size_t u = (size_t)kv->pf_done, l = u / (2 * pages), which = u / pages % 2, pg = u % pages;
+        uint8_t *base = (uint8_t *)(which ? kv->v_cache : kv->k_cache);
+        uintptr_t r0 = (uintptr_t)(base + ((size_t)l * cap + nb * R) * KV * es), r1 = r0 + region;
+        uintptr_t at = (r0 & ~(uintptr_t)(HUGE_PAGE - 1)) + pg * HUGE_PAGE;
+        if (at < r0) at = r0;
+        if (at >= r1) continue; /* a region spanning fewer pages */
+        volatile uint8_t *b = (volatile uint8_t *)at;
+        *b = *b;
+    }
 }
 
 static void *own(ts_cpu *c, size_t bytes) {
@@ -373,7 +412,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->L = calloc((size_t)cf->n_layers, sizeof *c->L);
     c->owned = calloc((size_t)cf->n_layers * 20 + 8, sizeof *c->owned);
     size_t kv = ts_cpu_kv_floats(cf, max_seq) * c->kv_esize;
-    c->self = (ts_cpu_seq){c, malloc(kv), malloc(kv), max_seq, 0};
+    c->self = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv), ts_cpu_kv_alloc(kv), max_seq, 0, 0, 0};
     c->kv = &c->self;
     c->sc_len = max_seq;
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));
@@ -513,6 +552,7 @@ ts_status ts_cpu_forward_kv(ts_cpu *c, ts_cpu_seq *kv, const int32_t *tokens, in
          * prefix cache (src/serve/sched.c) relies on prefill being split-invariant. */
         if (n - c0 - S == 1 && S >= 3) S--;
         ts_cpu_set_rows(c, S, kv->n_past + c0);
+        if (S == 1) ts_cpu_kv_prefault(kv, kv->n_past + c0);
         for (int s = 0; s < S; s++) ts_cpu_embed_row(c, tokens[c0 + s], c->x + (size_t)s * H);
         if (hidden) memcpy(hidden + (size_t)c0 * H, c->x, sizeof(float) * (size_t)S * H);
         for (int l = 0; l < L; l++) {

@@ -39,9 +39,17 @@ typedef struct cpu_mat {
  * path. */
 struct ts_cpu_seq {
     ts_cpu *c; /* the session it belongs to */
-    void *k_cache, *v_cache; /* elements of ts_cpu.kv_esize bytes */
+    void *k_cache, *v_cache; /* elements of ts_cpu.kv_esize bytes (ts_cpu_kv_alloc) */
     int cap, n_past;
+    int pf_block, pf_done; /* ts_cpu_kv_prefault: the block being faulted ahead, its pages done */
 };
+
+/* The KV caches' memory: 2 MiB-aligned and advised MADV_HUGEPAGE when 2 MiB or more (else
+ * malloc); freed with free(). ts_cpu_kv_prefault(kv, pos), before a decode step writes position
+ * pos: faults in, a few 2 MiB pages a step over the second half of pos's block, the pages of
+ * the next block, so that no step meets a block's worth of page faults at once (cpu_forward.c). */
+void *ts_cpu_kv_alloc(size_t bytes);
+void ts_cpu_kv_prefault(ts_cpu_seq *kv, int pos);
 
 /* Most sequences one decode step takes together (ts_cpu_decode_batch; also at most the
  * session's prefill chunk, whose arena rows hold the batch). */
