@@ -49,6 +49,7 @@ ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err
         ts_cpu_seq_free(s);
         return st;
     }
+    ts_cpu_kv_fault_first(s);
     *out = s;
     return TS_OK;
 }

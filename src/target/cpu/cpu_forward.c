@@ -54,32 +54,46 @@ void *ts_cpu_kv_alloc(size_t bytes) {
 /* A 2 MiB page faulted in on the first write to it zeroes 2 MiB, and the step that enters a
  * block writes every layer's first rows of it at once: 56 pages, 112 MB, for Qwen3-0.6B's FP32
  * cache, which made that step 27-270 ms instead of 12-14 when session 31 tried 2 MiB pages
- * without this. So every decode step in the second half of a block faults in its share of the
- * next block's pages (a byte of each rewritten with itself, on the calling thread before the
- * step's regions: the same values, no other thread running), and the block is resident before
- * any step reaches it. Not earlier: the cache's resident memory stays within the blocks in use
- * and, past half of the last, the next. */
-void ts_cpu_kv_prefault(ts_cpu_seq *kv, int pos) {
+ * without this. So block 0 is faulted in when the cache is made (ts_cpu_kv_fault_first; llama.cpp
+ * clears its whole cache then), and every decode step in the second half of a block faults in its
+ * share of the next block's pages, and that block is resident before any step reaches it. Not
+ * earlier: the cache's resident memory stays within the blocks in use and, past half of the last,
+ * the next. A page is faulted in by rewriting one byte of it with itself, on the calling thread
+ * before the step's regions: the same values, no other thread running. A unit is one 2 MiB page
+ * of one layer's K or V rows of a block; *units their count. */
+static void fault_units(ts_cpu_seq *kv, size_t b, size_t u0, size_t u1, size_t *units) {
     const ts_cpu *c = kv->c;
-    const size_t R = ts_cpu_kv_rows(kv->cap), cap = ts_cpu_kv_cap(kv->cap), nb = (size_t)pos / R + 1;
-    if (nb * R >= cap || (size_t)pos % R < R / 2) return; /* no next block, or not yet */
+    const size_t R = ts_cpu_kv_rows(kv->cap), cap = ts_cpu_kv_cap(kv->cap);
     const size_t KV = (size_t)c->c->n_kv_heads * (size_t)c->c->head_dim, es = c->kv_esize;
     const size_t region = R * KV * es, pages = (region + HUGE_PAGE - 1) / HUGE_PAGE + 1; /* a region's pages at most */
-    const size_t total = 2 * (size_t)c->c->n_layers * pages, i = (size_t)pos % R;
-    if (kv->pf_block != (int)nb) kv->pf_block = (int)nb, kv->pf_done = 0;
-    /* what is left, evenly over the steps left in this block */
-    const size_t left = R - i, todo = total - (size_t)kv->pf_done;
-    const size_t want = (size_t)kv->pf_done + (todo + left - 1) / left;
-    for (; (size_t)kv->pf_done < want; kv->pf_done++) {
-        size_t u = (size_t)kv->pf_done, l = u / (2 * pages), which = u / pages % 2, pg = u % pages;
+    *units = 2 * (size_t)c->c->n_layers * pages;
+    for (size_t u = u0; u < u1 && u < *units; u++) {
+        size_t l = u / (2 * pages), which = u / pages % 2, pg = u % pages;
         uint8_t *base = (uint8_t *)(which ? kv->v_cache : kv->k_cache);
-        uintptr_t r0 = (uintptr_t)(base + ((size_t)l * cap + nb * R) * KV * es), r1 = r0 + region;
+        uintptr_t r0 = (uintptr_t)(base + ((size_t)l * cap + b * R) * KV * es), r1 = r0 + region;
         uintptr_t at = (r0 & ~(uintptr_t)(HUGE_PAGE - 1)) + pg * HUGE_PAGE;
         if (at < r0) at = r0;
         if (at >= r1) continue; /* a region spanning fewer pages */
-        volatile uint8_t *b = (volatile uint8_t *)at;
-        *b = *b;
+        volatile uint8_t *p = (volatile uint8_t *)at;
+        *p = *p;
     }
+}
+
+void ts_cpu_kv_fault_first(ts_cpu_seq *kv) {
+    size_t units;
+    fault_units(kv, 0, 0, SIZE_MAX, &units);
+}
+
+void ts_cpu_kv_prefault(ts_cpu_seq *kv, int pos) {
+    const size_t R = ts_cpu_kv_rows(kv->cap), nb = (size_t)pos / R + 1, i = (size_t)pos % R;
+    if (nb * R >= ts_cpu_kv_cap(kv->cap) || i < R / 2) return; /* no next block, or not yet */
+    if (kv->pf_block != (int)nb) kv->pf_block = (int)nb, kv->pf_done = 0;
+    size_t total;
+    fault_units(kv, nb, 0, 0, &total);
+    /* what is left, evenly over the steps left in this block */
+    const size_t left = R - i, todo = total - (size_t)kv->pf_done, want = (size_t)kv->pf_done + (todo + left - 1) / left;
+    fault_units(kv, nb, (size_t)kv->pf_done, want, &total);
+    kv->pf_done = (int)want;
 }
 
 static void *own(ts_cpu *c, size_t bytes) {
@@ -426,6 +440,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
         return ts_fail(err, TS_ERR_NOMEM, "cpu session: cannot allocate %zu MiB of KV cache and arena",
                        (2 * kv + arena * sizeof(float)) >> 20);
     }
+    ts_cpu_kv_fault_first(&c->self);
     float *p = c->arena;
     c->x = p, p += CH * H;
     c->xn_p = p, p += CH * (size_t)c->Hp;

@@ -45,10 +45,12 @@ struct ts_cpu_seq {
 };
 
 /* The KV caches' memory: 2 MiB-aligned and advised MADV_HUGEPAGE when 2 MiB or more (else
- * malloc); freed with free(). ts_cpu_kv_prefault(kv, pos), before a decode step writes position
- * pos: faults in, a few 2 MiB pages a step over the second half of pos's block, the pages of
- * the next block, so that no step meets a block's worth of page faults at once (cpu_forward.c). */
+ * malloc); freed with free(). So that no step meets a block's worth of page faults at once
+ * (cpu_forward.c): ts_cpu_kv_fault_first faults in block 0 of a new cache, and
+ * ts_cpu_kv_prefault(kv, pos), before a decode step writes position pos, a few pages a step of
+ * the next block over the second half of pos's block. */
 void *ts_cpu_kv_alloc(size_t bytes);
+void ts_cpu_kv_fault_first(ts_cpu_seq *kv);
 void ts_cpu_kv_prefault(ts_cpu_seq *kv, int pos);
 
 /* Most sequences one decode step takes together (ts_cpu_decode_batch; also at most the
