@@ -154,6 +154,7 @@ int cmd_bench(int argc, char **argv) {
     if (!dir) return cli_usage("bench", k_usage, "expects MODEL_DIR");
     int sizes[MAX_SIZES], n_sizes = parse_sizes(prefill, sizes, 1 << 20), bsz[MAX_SIZES], n_b = 0;
     if (n_sizes <= 0) return cli_usage("bench", k_usage, "--prefill expects at most 8 sizes like 128,512");
+    if (batch && steps) return cli_usage("bench", k_usage, "--steps times the single-sequence decode, not --batch");
     if (batch && (n_b = parse_sizes(batch, bsz, TS_CPU_BATCH_MAX)) <= 0)
         return cli_usage("bench", k_usage, "--batch expects at most 8 sequence counts from 1 to 32, like 1,2,4,8");
 
@@ -324,7 +325,7 @@ int cmd_bench(int argc, char **argv) {
         if (dec_frac > 1)
             printf("warning: decode read %.1f GB/s, above the measured read peak %.1f GB/s: the peak probe ran on a busier "
                    "machine, or decode reads less than %.0f MB/token\n", dec_gbs, pk.read_gbs, bytes_tok / 1e6);
-        if (dec.steps) print_steps(dec.steps, 1e3 / dec.rate, pk.read_gbs);
+        if (dec.steps) print_steps(dec.steps, dec.mean_ms / (double)gen, pk.read_gbs);
         printf("dispatches per layer %.0f; load %.3f s; cold time to first token %.3f s; peak RSS %.0f MB\n", dpl,
                t_load, cold_ttft, rss_mb);
         if (copy_weights) printf("weights copied at load: %.0f MB of it in transparent huge pages\n", huge_mb);

@@ -75,6 +75,7 @@ token_ms = 1e3 / j["decode_tok_s"]
 assert 0 < sum(r["ms_per_token"] for r in rows.values()) < 2 * token_ms, (rows, token_ms)' "$out" \
     && ok || bad "bench --steps JSON: decode_steps rows: $out"
 expect 0 "decode step by step" -- "$BIN" bench "$TMP/tiny" --prefill 16 --decode 8 --gen 4 --trials 1 --steps
+expect 64 "--steps times the single-sequence decode" -- "$BIN" bench "$TMP/tiny" --steps --batch 1,2
 
 # --hidden writes the per-layer residual stream in the golden hidden format
 expect 0 "" -- "$BIN" logits "$FIX/hf/qwen2_bias" --tokens "$toks" --out "$TMP/q.bin" --hidden "$TMP/h.bin"

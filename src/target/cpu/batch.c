@@ -39,7 +39,7 @@ ts_status ts_cpu_seq_new(ts_cpu *c, int max_seq, ts_cpu_seq **out, ts_error *err
     if (st) return st;
     size_t kv = ts_cpu_kv_floats(cf, max_seq) * c->kv_esize;
     ts_cpu_seq *s = calloc(1, sizeof *s);
-    if (s) *s = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv), ts_cpu_kv_alloc(kv), max_seq, 0, 0, 0};
+    if (s) *s = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv), ts_cpu_kv_alloc(kv), max_seq, 0, 0, 0, ts_cpu_kv_huge(kv)};
     if (!s || !s->k_cache || !s->v_cache) {
         ts_cpu_seq_free(s);
         return ts_fail(err, TS_ERR_NOMEM, "cpu sequence: cannot allocate %zu MiB of KV cache (%d positions)",

@@ -46,21 +46,26 @@ static void *alloc_huge(size_t bytes) {
  * about the probe's own 4 KiB-page rate, against 0.71-0.76 from 2 MiB pages: 1.03x the tok/s at
  * context 128, 1.05-1.08x at 1024 (docs/performance.md, session 41). TESSERA_KV_PAGES=4k keeps
  * malloc's pages. */
-void *ts_cpu_kv_alloc(size_t bytes) {
+int ts_cpu_kv_huge(size_t bytes) {
     const char *e = getenv("TESSERA_KV_PAGES");
-    return e && !strcmp(e, "4k") ? malloc(bytes) : alloc_huge(bytes);
+    return bytes >= HUGE_PAGE && !(e && !strcmp(e, "4k"));
 }
+
+void *ts_cpu_kv_alloc(size_t bytes) { return ts_cpu_kv_huge(bytes) ? alloc_huge(bytes) : malloc(bytes); }
 
 /* A 2 MiB page faulted in on the first write to it zeroes 2 MiB, and the step that enters a
  * block writes every layer's first rows of it at once: 56 pages, 112 MB, for Qwen3-0.6B's FP32
  * cache, which made that step 27-270 ms instead of 12-14 when session 31 tried 2 MiB pages
- * without this. So block 0 is faulted in when the cache is made (ts_cpu_kv_fault_first; llama.cpp
- * clears its whole cache then), and every decode step in the second half of a block faults in its
- * share of the next block's pages, and that block is resident before any step reaches it. Not
- * earlier: the cache's resident memory stays within the blocks in use and, past half of the last,
- * the next. A page is faulted in by rewriting one byte of it with itself, on the calling thread
- * before the step's regions: the same values, no other thread running. A unit is one 2 MiB page
- * of one layer's K or V rows of a block; *units their count. */
+ * without this. So block 0 is faulted in when the cache is made (ts_cpu_kv_fault_first: 112 MB
+ * resident from the start for that cache, where 4 KiB pages grew with the positions used;
+ * llama.cpp clears its whole cache then), and every decode step in the second half of a block
+ * faults in its share of the next block's pages, as does a prefill chunk for its last row, so
+ * that block is resident before a step enters it (a prompt ending late in a block leaves what
+ * remains to its few steps left, at worst all to the one before the boundary). Not earlier: the
+ * cache's resident memory stays within the blocks in use and, past half of the last, the next.
+ * A page is faulted in by rewriting one byte of it with itself, on the calling thread before the
+ * step's regions: the same values, no other thread running. A unit is one 2 MiB page of one
+ * layer's K or V rows of a block; *units their count. */
 static void fault_units(ts_cpu_seq *kv, size_t b, size_t u0, size_t u1, size_t *units) {
     const ts_cpu *c = kv->c;
     const size_t R = ts_cpu_kv_rows(kv->cap), cap = ts_cpu_kv_cap(kv->cap);
@@ -81,12 +86,12 @@ static void fault_units(ts_cpu_seq *kv, size_t b, size_t u0, size_t u1, size_t *
 
 void ts_cpu_kv_fault_first(ts_cpu_seq *kv) {
     size_t units;
-    fault_units(kv, 0, 0, SIZE_MAX, &units);
+    if (kv->huge) fault_units(kv, 0, 0, SIZE_MAX, &units);
 }
 
 void ts_cpu_kv_prefault(ts_cpu_seq *kv, int pos) {
     const size_t R = ts_cpu_kv_rows(kv->cap), nb = (size_t)pos / R + 1, i = (size_t)pos % R;
-    if (nb * R >= ts_cpu_kv_cap(kv->cap) || i < R / 2) return; /* no next block, or not yet */
+    if (!kv->huge || nb * R >= ts_cpu_kv_cap(kv->cap) || i < R / 2) return; /* 4 KiB pages, no next block, or not yet */
     if (kv->pf_block != (int)nb) kv->pf_block = (int)nb, kv->pf_done = 0;
     size_t total;
     fault_units(kv, nb, 0, 0, &total);
@@ -426,7 +431,7 @@ ts_status ts_cpu_new(const ts_model *m, int max_seq, const ts_cpu_opts *o, ts_cp
     c->L = calloc((size_t)cf->n_layers, sizeof *c->L);
     c->owned = calloc((size_t)cf->n_layers * 20 + 8, sizeof *c->owned);
     size_t kv = ts_cpu_kv_floats(cf, max_seq) * c->kv_esize;
-    c->self = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv), ts_cpu_kv_alloc(kv), max_seq, 0, 0, 0};
+    c->self = (ts_cpu_seq){c, ts_cpu_kv_alloc(kv), ts_cpu_kv_alloc(kv), max_seq, 0, 0, 0, ts_cpu_kv_huge(kv)};
     c->kv = &c->self;
     c->sc_len = max_seq;
     c->inv_freq = malloc(sizeof(float) * (size_t)(hd / 2));
@@ -567,7 +572,7 @@ ts_status ts_cpu_forward_kv(ts_cpu *c, ts_cpu_seq *kv, const int32_t *tokens, in
          * prefix cache (src/serve/sched.c) relies on prefill being split-invariant. */
         if (n - c0 - S == 1 && S >= 3) S--;
         ts_cpu_set_rows(c, S, kv->n_past + c0);
-        if (S == 1) ts_cpu_kv_prefault(kv, kv->n_past + c0);
+        ts_cpu_kv_prefault(kv, kv->n_past + c0 + S - 1);
         for (int s = 0; s < S; s++) ts_cpu_embed_row(c, tokens[c0 + s], c->x + (size_t)s * H);
         if (hidden) memcpy(hidden + (size_t)c0 * H, c->x, sizeof(float) * (size_t)S * H);
         for (int l = 0; l < L; l++) {

@@ -42,13 +42,16 @@ struct ts_cpu_seq {
     void *k_cache, *v_cache; /* elements of ts_cpu.kv_esize bytes (ts_cpu_kv_alloc) */
     int cap, n_past;
     int pf_block, pf_done; /* ts_cpu_kv_prefault: the block being faulted ahead, its pages done */
+    int huge;              /* the caches advised into 2 MiB pages (ts_cpu_kv_huge) */
 };
 
-/* The KV caches' memory: 2 MiB-aligned and advised MADV_HUGEPAGE when 2 MiB or more (else
- * malloc); freed with free(). So that no step meets a block's worth of page faults at once
- * (cpu_forward.c): ts_cpu_kv_fault_first faults in block 0 of a new cache, and
- * ts_cpu_kv_prefault(kv, pos), before a decode step writes position pos, a few pages a step of
- * the next block over the second half of pos's block. */
+/* The KV caches' memory: 2 MiB-aligned and advised MADV_HUGEPAGE when 2 MiB or more
+ * (ts_cpu_kv_huge; else malloc); freed with free(). So that no step meets a block's worth of
+ * page faults at once (cpu_forward.c): ts_cpu_kv_fault_first faults in block 0 of a new cache,
+ * and ts_cpu_kv_prefault(kv, pos), before a step writes position pos (a decode step, or the
+ * last row of a prefill chunk), a few pages a step of the next block over the second half of
+ * pos's block. Both do nothing on caches in 4 KiB pages. */
+int ts_cpu_kv_huge(size_t bytes);
 void *ts_cpu_kv_alloc(size_t bytes);
 void ts_cpu_kv_fault_first(ts_cpu_seq *kv);
 void ts_cpu_kv_prefault(ts_cpu_seq *kv, int pos);

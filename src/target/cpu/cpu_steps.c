@@ -439,7 +439,7 @@ ts_status ts_cpu_step_timing(ts_cpu *c, int on, ts_error *err) {
         return TS_OK;
     }
     if (!c->step_clock) {
-        c->step_clock = aligned_alloc(64, sizeof(cpu_step_clock) * (size_t)c->nth);
+        c->step_clock = aligned_alloc(64, (sizeof(cpu_step_clock) * (size_t)c->nth + 63) & ~(size_t)63);
         if (!c->step_clock) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the step timing");
     }
     ts_cpu_step_timing_reset(c);

@@ -152,7 +152,8 @@ void ts_cpu_profile_reset(ts_cpu *c);
  * its wait at the barrier after it (two clock reads a step). ts_cpu_step_times gives, per step
  * that ran since it was switched on or reset, summed over the calls: the seconds of the thread
  * that worked longest and of the one that worked least, and the step's span, the most any
- * thread spent in it and at the barrier after it (the wall time the step holds the threads). */
+ * thread spent in it and at the barrier after it (the wall time the step holds the threads; a
+ * region's last step has no barrier after it: the region's end is not in any span). */
 typedef struct ts_cpu_step_time {
     ts_step step;
     double work_max_s, work_min_s, span_s;
