@@ -33,8 +33,9 @@ static const char *k_usage =
     "matrices to Q8_0 / Q4_0 at load (as `tessera quantize` would write them). --kv-cache f16\n"
     "holds the KV cache in IEEE half (default f32).\n"
     "--steps also clocks every step of the decode on every thread (two clock reads a step) and\n"
-    "prints where a token's time goes: per step the slowest and fastest thread, the wait at the\n"
-    "barrier after it, and the GB/s of the weights (attention: the KV cache) it reads.\n"
+    "prints where a token's time goes: per step its span (the slowest thread and the barrier\n"
+    "after it), the slowest and fastest thread's work, and the GB/s of the weights (attention:\n"
+    "the KV cache) it reads over the span.\n"
     "--batch measures only batched decode instead (continuous batching): for each count B,\n"
     "B sequences with their own --decode-token contexts decode --gen tokens together; it\n"
     "reports the aggregate tokens/s and its ratio to B = 1.";

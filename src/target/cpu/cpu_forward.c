@@ -42,10 +42,10 @@ static void *alloc_huge(size_t bytes) {
 }
 
 /* Why the KV cache in 2 MiB pages: decode attention streams the cache, and from 4 KiB pages it
- * read 0.61-0.67 of the read peak on the Intel Xeon (Qwen3-0.6B Q4_0, `tessera bench --steps`),
- * about the probe's own 4 KiB-page rate, against 0.71-0.76 from 2 MiB pages: 1.03x the tok/s at
- * context 128, 1.05-1.08x at 1024 (docs/performance.md, session 41). TESSERA_KV_PAGES=4k keeps
- * malloc's pages. */
+ * read 0.64-0.65 of the read peak on the Intel Xeon (Qwen3-0.6B Q4_0, `tessera bench --steps`),
+ * about the probe's own 4 KiB-page rate, against 0.74-0.78 from 2 MiB pages: 1.02-1.07x the
+ * tok/s at context 128, 1.06-1.13x at 1024 (docs/performance.md, session 41).
+ * TESSERA_KV_PAGES=4k keeps malloc's pages. */
 int ts_cpu_kv_huge(size_t bytes) {
     const char *e = getenv("TESSERA_KV_PAGES");
     return bytes >= HUGE_PAGE && !(e && !strcmp(e, "4k"));
@@ -65,14 +65,20 @@ void *ts_cpu_kv_alloc(size_t bytes) { return ts_cpu_kv_huge(bytes) ? alloc_huge(
  * cache's resident memory stays within the blocks in use and, past half of the last, the next.
  * A page is faulted in by rewriting one byte of it with itself, on the calling thread before the
  * step's regions: the same values, no other thread running. A unit is one 2 MiB page of one
- * layer's K or V rows of a block; *units their count. */
-static void fault_units(ts_cpu_seq *kv, size_t b, size_t u0, size_t u1, size_t *units) {
+ * layer's K or V rows of a block (block_units of them). */
+static size_t region_pages(const ts_cpu_seq *kv) { /* a region's 2 MiB pages at most */
+    const ts_cpu *c = kv->c;
+    size_t region = ts_cpu_kv_rows(kv->cap) * (size_t)c->c->n_kv_heads * (size_t)c->c->head_dim * c->kv_esize;
+    return (region + HUGE_PAGE - 1) / HUGE_PAGE + 1;
+}
+static size_t block_units(const ts_cpu_seq *kv) { return 2 * (size_t)kv->c->c->n_layers * region_pages(kv); }
+
+static void fault_units(ts_cpu_seq *kv, size_t b, size_t u0, size_t u1) {
     const ts_cpu *c = kv->c;
     const size_t R = ts_cpu_kv_rows(kv->cap), cap = ts_cpu_kv_cap(kv->cap);
     const size_t KV = (size_t)c->c->n_kv_heads * (size_t)c->c->head_dim, es = c->kv_esize;
-    const size_t region = R * KV * es, pages = (region + HUGE_PAGE - 1) / HUGE_PAGE + 1; /* a region's pages at most */
-    *units = 2 * (size_t)c->c->n_layers * pages;
-    for (size_t u = u0; u < u1 && u < *units; u++) {
+    const size_t region = R * KV * es, pages = region_pages(kv), units = block_units(kv);
+    for (size_t u = u0; u < u1 && u < units; u++) {
         size_t l = u / (2 * pages), which = u / pages % 2, pg = u % pages;
         uint8_t *base = (uint8_t *)(which ? kv->v_cache : kv->k_cache);
         uintptr_t r0 = (uintptr_t)(base + ((size_t)l * cap + b * R) * KV * es), r1 = r0 + region;
@@ -85,19 +91,17 @@ static void fault_units(ts_cpu_seq *kv, size_t b, size_t u0, size_t u1, size_t *
 }
 
 void ts_cpu_kv_fault_first(ts_cpu_seq *kv) {
-    size_t units;
-    if (kv->huge) fault_units(kv, 0, 0, SIZE_MAX, &units);
+    if (kv->huge) fault_units(kv, 0, 0, block_units(kv));
 }
 
 void ts_cpu_kv_prefault(ts_cpu_seq *kv, int pos) {
     const size_t R = ts_cpu_kv_rows(kv->cap), nb = (size_t)pos / R + 1, i = (size_t)pos % R;
     if (!kv->huge || nb * R >= ts_cpu_kv_cap(kv->cap) || i < R / 2) return; /* 4 KiB pages, no next block, or not yet */
     if (kv->pf_block != (int)nb) kv->pf_block = (int)nb, kv->pf_done = 0;
-    size_t total;
-    fault_units(kv, nb, 0, 0, &total);
     /* what is left, evenly over the steps left in this block */
-    const size_t left = R - i, todo = total - (size_t)kv->pf_done, want = (size_t)kv->pf_done + (todo + left - 1) / left;
-    fault_units(kv, nb, (size_t)kv->pf_done, want, &total);
+    const size_t left = R - i, todo = block_units(kv) - (size_t)kv->pf_done;
+    const size_t want = (size_t)kv->pf_done + (todo + left - 1) / left;
+    fault_units(kv, nb, (size_t)kv->pf_done, want);
     kv->pf_done = (int)want;
 }
 
