@@ -262,7 +262,7 @@ ts_status ts_measure_decode(const ts_model *m, const ts_measure_opts *o, int C, 
     if (!toks || !lg || !lg0) s = ts_fail(err, TS_ERR_NOMEM, "measurement: out of memory for a %d-token context", C);
     if (!s) ts_phase_prompt_tokens(c, 7, 200, toks, C);
     if (!s) s = open_plan(m, o, C + D, &cp, r, err);
-    if (!s && o->step_timing) s = ts_cpu_step_timing(cp, 1, err);
+    if (!s && o->step_timing) s = ts_cpu_step_timing(cp, err);
     if (!s) s = ts_cpu_forward(cp, toks, C, lg0, 0, NULL, err);
     ts_read_probe *probe = NULL;
     double *pg = NULL; /* pg[i]: the probe just before warm trial i; pg[trials]: the one after the last */

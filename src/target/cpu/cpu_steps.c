@@ -432,12 +432,7 @@ static void run_stages(void *ctx, int ith, int nth) {
     }
 }
 
-ts_status ts_cpu_step_timing(ts_cpu *c, int on, ts_error *err) {
-    if (!on) {
-        free(c->step_clock);
-        c->step_clock = NULL;
-        return TS_OK;
-    }
+ts_status ts_cpu_step_timing(ts_cpu *c, ts_error *err) {
     if (!c->step_clock) {
         c->step_clock = aligned_alloc(64, (sizeof(cpu_step_clock) * (size_t)c->nth + 63) & ~(size_t)63);
         if (!c->step_clock) return ts_fail(err, TS_ERR_NOMEM, "out of memory for the step timing");

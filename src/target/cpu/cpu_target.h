@@ -148,9 +148,9 @@ typedef struct ts_cpu_prof {
 int ts_cpu_profile(const ts_cpu *c, ts_cpu_prof *out, int max);
 void ts_cpu_profile_reset(ts_cpu *c);
 
-/* Step timing (tessera bench --steps): while on, every thread clocks each step it runs and
- * its wait at the barrier after it (two clock reads a step). ts_cpu_step_times gives, per step
- * that ran since it was switched on or reset, summed over the calls: the seconds of the thread
+/* Step timing (tessera bench --steps): once switched on (for the session's life), every thread
+ * clocks each step it runs and its wait at the barrier after it (two clock reads a step).
+ * ts_cpu_step_times gives, per step that ran since it was switched on or reset, summed over the calls: the seconds of the thread
  * that worked longest and of the one that worked least, and the step's span, the most any
  * thread spent in it and at the barrier after it (the wall time the step holds the threads; a
  * region's last step has no barrier after it: the region's end is not in any span). */
@@ -158,7 +158,7 @@ typedef struct ts_cpu_step_time {
     ts_step step;
     double work_max_s, work_min_s, span_s;
 } ts_cpu_step_time;
-ts_status ts_cpu_step_timing(ts_cpu *c, int on, ts_error *err);
+ts_status ts_cpu_step_timing(ts_cpu *c, ts_error *err);
 void ts_cpu_step_timing_reset(ts_cpu *c);
 int ts_cpu_step_times(const ts_cpu *c, ts_cpu_step_time *out, int max);
 
