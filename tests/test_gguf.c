@@ -382,8 +382,39 @@ static void e_wide(ts_gguf_writer *w) { /* 512 heads of 4096: 2^21 */
     ts_gguf_w_u32(w, "llama.attention.key_length", 4096);
 }
 
+/* The end-of-generation ids: the eos, eot and eom keys, then every token spelled as one of the
+ * markers llama.cpp knows by their text, each once. */
+static void test_stop_ids(const char *dir) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/stops.gguf", dir);
+    ts_gguf_writer *w = tiny_llama(1, NULL);
+    static const char *const toks[8] = {"<unk>", "<s>", "</s>", "<|eot_id|>", "a", "<|im_end|>", "<|eom_id|>", "<|im_end|x"};
+    ts_gguf_w_arr_str(w, "tokenizer.ggml.tokens", toks, 8);
+    ts_gguf_w_u32(w, "tokenizer.ggml.eot_token_id", 4);
+    ts_gguf_w_u32(w, "tokenizer.ggml.eom_token_id", 6);
+    ts_error e = {0};
+    CHECK(ts_gguf_writer_save(w, path, &e) == TS_OK, "%s", e.msg);
+    ts_gguf_writer_free(w);
+    ts_gguf g;
+    ts_config c;
+    if (ts_gguf_open(path, &g, &e) || ts_config_from_gguf(&g, &c, &e)) {
+        CHECK(0, "stop ids: %s", e.msg);
+        return;
+    }
+    ts_gguf_close(&g);
+    static const int want[] = {2, 4, 6, 3, 5};
+    int ok = c.n_eos == 5;
+    for (int i = 0; ok && i < 5; i++) ok = c.eos_ids[i] == want[i];
+    CHECK(ok, "stop ids: %d of them (%d %d %d %d %d), expected 2 4 6 3 5", c.n_eos, c.eos_ids[0], c.eos_ids[1],
+          c.eos_ids[2], c.eos_ids[3], c.eos_ids[4]);
+    CHECK(ts_gguf_stop_marker("<|eom_id|>", 10) == 2 && ts_gguf_stop_marker("<|endoftext|>", 13) == 1 &&
+              ts_gguf_stop_marker("<|endoftext|", 12) == 0 && ts_gguf_stop_marker("<|eot_id|>x", 10) == 1,
+          "stop markers by text");
+}
+
 int main(void) {
     const char *dir = th_tmpdir("gguf");
+    test_stop_ids(dir);
     test_roundtrip(dir);
     char path[1024];
     snprintf(path, sizeof path, "%s/tiny.gguf", dir);

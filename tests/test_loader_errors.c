@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "io/safetensors.h"
+#include "model/model.h"
 #include "tharness.h"
 
 #define SHARD1 "model-00001-of-00003.safetensors"
@@ -535,6 +536,44 @@ static void test_config(void) {
     CHECK(ts_model_open(NULL, &m, &err) == TS_ERR_ARG && m == NULL, "NULL dir");
 }
 
+/* generation_config.json's eos_token_id joins config.json's, as transformers' generate() stops
+ * at it; a malformed one names the file and the field. */
+static void test_generation_config(void) {
+    const char *d = model_copy("qwen3_qknorm", "generation_eos"), *g = P(d, "generation_config.json");
+    static const char ok[] = "{\"bos_token_id\": 1, \"eos_token_id\": [5, 2, 7], \"do_sample\": true}";
+    spit(g, ok, strlen(ok));
+    ts_model *m = NULL;
+    ts_error err;
+    if (ts_model_open(d, &m, &err) == TS_OK) {
+        const ts_config *c = ts_model_config(m);
+        /* config.json's 2 first, then the new ones in the file's order, 2 once */
+        CHECK(c->n_eos == 3 && c->eos_ids[0] == 2 && c->eos_ids[1] == 5 && c->eos_ids[2] == 7,
+              "generation eos: %d ids (%d %d %d)", c->n_eos, c->eos_ids[0], c->eos_ids[1], c->eos_ids[2]);
+        ts_model_close(m);
+    } else CHECK(0, "generation_config.json with eos [5, 2, 7]: %s", err.msg);
+    static const char none[] = "{\"temperature\": 0.6}";
+    spit(g, none, strlen(none));
+    if (ts_model_open(d, &m, &err) == TS_OK) {
+        CHECK(ts_model_config(m)->n_eos == 1, "no eos field: %d ids", ts_model_config(m)->n_eos);
+        ts_model_close(m);
+    } else CHECK(0, "generation_config.json without eos: %s", err.msg);
+    struct {
+        const char *what, *text, *n1, *n2;
+    } k[] = {
+        {"eos out of vocab", "{\"eos_token_id\": 256}", "\"eos_token_id\" is 256", "[0, 255]"},
+        {"eos list entry", "{\"eos_token_id\": [2, -1]}", "eos_token_id[1]", "[0, 256)"},
+        {"eos string", "{\"eos_token_id\": \"2\"}", "\"eos_token_id\" is a string", "an integer or a list"},
+        {"eos too many", "{\"eos_token_id\": [10, 11, 12, 13, 14, 15, 16, 17]}", "more than 8",
+         "config.json"},
+        {"top level list", "[2]", "top level is an array", "expected an object"},
+        {"invalid JSON", "{\"eos_token_id\": [2,}", "invalid JSON", "generation_config.json"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        spit(g, k[i].text, strlen(k[i].text));
+        EXPECT_OPEN(k[i].what, d, TS_ERR_FORMAT, g, k[i].n1, k[i].n2);
+    }
+}
+
 /* ---- nothing the user owns is modified ---- */
 
 typedef struct snap {
@@ -621,6 +660,7 @@ int main(void) {
     test_shards();
     test_values();
     test_config();
+    test_generation_config();
     test_unmodified();
     return th_finish("test_loader_errors");
 }

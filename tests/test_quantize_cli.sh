@@ -32,6 +32,11 @@ b=$("$BIN" run "$HF" --quant q8_0 -p "Hello" --temp 0 -n 8 --threads 1 --show-id
     >/dev/null 2>&1 || bad "synth llama-3.2-1b-tiny"
 expect 0 "tensors BF16" -- "$BIN" quantize "$TMP/lb" "$TMP/lb.gguf" --type bf16
 expect 0 "BF16" -- "$BIN" inspect "$TMP/lb.gguf"
+# config.json's three end-of-sequence ids survive: EOS 128001 as eos, <|eot_id|> as eot and the
+# Llama-3.0 vocabulary's reserved 128008 (3.1's <|eom_id|>) as eom; read back all three
+"$BIN" inspect "$TMP/lb.gguf" >"$TMP/lb.inspect" 2>&1
+grep -Eq "eot_token_id +128009" "$TMP/lb.inspect" && grep -Eq "eom_token_id +128008" "$TMP/lb.inspect" &&
+    grep -q "eos 128001 128009 128008" "$TMP/lb.inspect" && ok || bad "stop ids in the GGUF: $(grep -E 'eos|eot|eom' "$TMP/lb.inspect")"
 expect 0 "" -- "$BIN" logits "$TMP/lb.gguf" --tokens $IDS --out "$TMP/lb_file.bin"
 expect 0 "" -- "$BIN" logits "$TMP/lb" --tokens $IDS --out "$TMP/lb_dir.bin"
 [ -s "$TMP/lb_file.bin" ] && cmp -s "$TMP/lb_file.bin" "$TMP/lb_dir.bin" && ok || bad "bf16: file and directory logits differ"

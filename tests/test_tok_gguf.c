@@ -26,7 +26,7 @@ static int write_gguf_from_json(const char *json_path, const char *pre, const ch
     const char *used = NULL;
     ts_gguf_writer *w = ts_gguf_writer_new();
     ts_gguf_w_str(w, "general.architecture", "llama");
-    ts_status s = ts_tok_gguf_write(w, json_path, 0, NULL, &used, &err);
+    ts_status s = ts_tok_gguf_write(w, json_path, 0, NULL, 0, NULL, &used, &err);
     CHECK(s == TS_OK, "%s", err.msg);
     CHECK(s || (used && !strcmp(used, pre)), "%s: tokenizer.ggml.pre \"%s\", expected \"%s\"", json_path,
           used ? used : "", pre);

@@ -536,3 +536,11 @@ int64_t ts_gguf_arr_int(const ts_gguf_kv *kv, uint64_t i) {
 double ts_gguf_arr_num(const ts_gguf_kv *kv, uint64_t i) {
     return num_at(kv->val + i * k_scalar_size[kv->arr_type], kv->arr_type);
 }
+
+int ts_gguf_stop_marker(const char *text, size_t len) {
+    static const char *const marks[] = {"<|eom_id|>",    "<|eot_id|>", "<|im_end|>", "<|end|>",
+                                        "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>"};
+    for (size_t k = 0; k < sizeof marks / sizeof marks[0]; k++)
+        if (len == strlen(marks[k]) && !memcmp(text, marks[k], len)) return k ? 1 : 2;
+    return 0;
+}

@@ -75,6 +75,10 @@ int ts_gguf_is_file(const char *path);
 const ts_gguf_kv *ts_gguf_find(const ts_gguf *g, const char *key);
 const ts_tensor *ts_gguf_tensor(const ts_gguf *g, const char *name);
 const char *ts_gguf_type_name(ts_gguf_type t);
+/* Whether a token's text is one of the end-of-generation markers llama.cpp's vocabulary loader
+ * knows by their text: 2 for <|eom_id|>, 1 for an end of turn or text (<|eot_id|>, <|im_end|>,
+ * <|endoftext|>, ...), 0 otherwise. A GGUF's tokens so spelled end generation (as in llama.cpp). */
+int ts_gguf_stop_marker(const char *text, size_t len);
 
 /* Typed getters. Absent keys: required gives TS_ERR_FORMAT naming the key, otherwise *out =
  * def and TS_OK. Present keys must have a fitting type (any integer type for ints; any integer

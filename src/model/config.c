@@ -86,19 +86,24 @@ static ts_status get_rope(const json_t *root, const char *f, ts_config *c, ts_er
     return TS_OK;
 }
 
-static ts_status get_token_ids(const json_t *root, const char *f, ts_config *c, ts_error *err) {
-    int64_t bos;
-    ts_status s = ts_json_int(root, "bos_token_id", f, 0, -1, -1, c->n_vocab - 1, &bos, err);
-    if (s) return s;
-    c->bos_id = (int)bos;
+/* id once into c->eos_ids (the list is at most TS_MAX_EOS long: checked by the callers) */
+static int add_eos(ts_config *c, int id) {
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos_ids[i] == id) return 1;
+    if (c->n_eos >= TS_MAX_EOS) return 0;
+    c->eos_ids[c->n_eos++] = id;
+    return 1;
+}
+
+/* root's eos_token_id (an id, a list of ids, absent or null) added to c->eos_ids. */
+static ts_status add_eos_ids(const json_t *root, const char *f, ts_config *c, ts_error *err) {
     const json_t *e = json_object_get(root, "eos_token_id");
-    c->n_eos = 0;
     if (!e || json_is_null(e)) return TS_OK;
     if (json_is_integer(e)) {
         int64_t id;
-        s = ts_json_int(root, "eos_token_id", f, 1, 0, 0, c->n_vocab - 1, &id, err);
+        ts_status s = ts_json_int(root, "eos_token_id", f, 1, 0, 0, c->n_vocab - 1, &id, err);
         if (s) return s;
-        c->eos_ids[c->n_eos++] = (int)id;
+        if (!add_eos(c, (int)id)) goto full;
         return TS_OK;
     }
     if (!json_is_array(e) || json_array_size(e) > TS_MAX_EOS)
@@ -110,9 +115,21 @@ static ts_status get_token_ids(const json_t *root, const char *f, ts_config *c, 
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= c->n_vocab)
             return ts_fail(err, TS_ERR_FORMAT,
                            "%s: eos_token_id[%zu] is not a token id in [0, %d)", f, i, c->n_vocab);
-        c->eos_ids[c->n_eos++] = (int)json_integer_value(x);
+        if (!add_eos(c, (int)json_integer_value(x))) goto full;
     }
     return TS_OK;
+full:
+    return ts_fail(err, TS_ERR_FORMAT, "%s: field \"eos_token_id\" brings the model's end-of-sequence ids to more than "
+                   "%d (with config.json's), expected at most %d", f, TS_MAX_EOS, TS_MAX_EOS);
+}
+
+static ts_status get_token_ids(const json_t *root, const char *f, ts_config *c, ts_error *err) {
+    int64_t bos;
+    ts_status s = ts_json_int(root, "bos_token_id", f, 0, -1, -1, c->n_vocab - 1, &bos, err);
+    if (s) return s;
+    c->bos_id = (int)bos;
+    c->n_eos = 0;
+    return add_eos_ids(root, f, c, err);
 }
 
 ts_status ts_config_from_json(const json_t *root, const char *f, ts_config *c, ts_error *err) {
@@ -196,6 +213,17 @@ ts_status ts_config_load(const char *path, ts_config *c, ts_error *err) {
     ts_status s = ts_json_load_file(path, 16u << 20, &root, err);
     if (s) return s;
     s = ts_config_from_json(root, path, c, err);
+    json_decref(root);
+    return s;
+}
+
+ts_status ts_config_add_generation(const char *path, ts_config *c, ts_error *err) {
+    json_t *root;
+    ts_status s = ts_json_load_file(path, 16u << 20, &root, err);
+    if (s) return s;
+    if (!json_is_object(root))
+        s = ts_fail(err, TS_ERR_FORMAT, "%s: top level is %s, expected an object", path, ts_json_type_name(root));
+    else s = add_eos_ids(root, path, c, err);
     json_decref(root);
     return s;
 }

@@ -45,6 +45,10 @@ typedef struct ts_config {
 
 /* Reads and validates DIR/config.json (path given whole). */
 ts_status ts_config_load(const char *path, ts_config *c, ts_error *err);
+/* generation_config.json's eos_token_id (an id or a list) added to c->eos_ids, as transformers'
+ * generate() stops at them: Qwen3 and Qwen2.5 list <|endoftext|> there beside config.json's
+ * <|im_end|>. A file without the field adds nothing; a malformed one is an error naming it. */
+ts_status ts_config_add_generation(const char *path, ts_config *c, ts_error *err);
 /* Validates a parsed config object; fname is used in messages. */
 ts_status ts_config_from_json(const json_t *root, const char *fname, ts_config *c, ts_error *err);
 /* One line of feature names, e.g. "GQA 32/8, tied embeddings, rope llama3 x32". */

@@ -154,6 +154,22 @@ static void add_eos(ts_config *c, int id) {
     c->eos_ids[c->n_eos++] = id;
 }
 
+/* As llama.cpp's vocabulary loader does for a GGUF: a token spelled as one of the usual
+ * end-of-generation markers ends generation too, whatever the eos/eot/eom keys say (converters
+ * store one EOS id; Llama-3's <|eot_id|> and <|eom_id|>, Qwen's <|im_end|> and <|endoftext|> are
+ * then found by their text), so generation stops where llama.cpp stops on the same file. */
+static void add_eos_by_text(const ts_gguf *g, ts_config *c) {
+    const ts_gguf_kv *kv = ts_gguf_find(g, "tokenizer.ggml.tokens");
+    if (!kv || kv->type != TS_GGUF_ARRAY || kv->arr_type != TS_GGUF_STRING) return;
+    uint64_t n = kv->n < (uint64_t)c->n_vocab ? kv->n : (uint64_t)c->n_vocab;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *t;
+        size_t len;
+        ts_gguf_arr_str(kv, i, &t, &len);
+        if (ts_gguf_stop_marker(t, len)) add_eos(c, (int)i);
+    }
+}
+
 static ts_status rope_settings(const ts_gguf *g, ts_config *c, ts_error *err) {
     ts_status s = arch_num(g, "rope.freq_base", 0, 10000.0, 1.0, 1e12, &c->rope_theta, err);
     if (s) return s;
@@ -246,6 +262,7 @@ ts_status ts_config_from_gguf(const ts_gguf *g, ts_config *c, ts_error *err) {
         if ((s = token_id(g, eos_keys[i], c->n_vocab, &id, err))) return s;
         add_eos(c, id);
     }
+    add_eos_by_text(g, c);
     /* The type of most weight bytes, as torch_dtype names a checkpoint's. */
     size_t bytes[TS_DTYPE_COUNT] = {0};
     for (int i = 0; i < g->n_tensors; i++) bytes[g->tensors[i].dtype] += g->tensors[i].nbytes;

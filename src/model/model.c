@@ -159,6 +159,15 @@ int ts_kv_cache_parse(const char *s) {
 
 const char *ts_kv_cache_name(int kv_type) { return kv_type == TS_DTYPE_F16 ? "f16" : "f32"; }
 
+/* A directory's generation_config.json, where there is one: its end-of-sequence ids too. */
+static ts_status generation_eos(ts_model *m, const char *dir, ts_error *err) {
+    char *p = ts_path_join(dir, "generation_config.json");
+    if (!p) return ts_fail(err, TS_ERR_NOMEM, "out of memory");
+    ts_status s = ts_file_exists(p) ? ts_config_add_generation(p, &m->cfg, err) : TS_OK;
+    free(p);
+    return s;
+}
+
 ts_status ts_model_open(const char *dir, ts_model **out, ts_error *err) {
     *out = NULL;
     if (!dir) return ts_fail(err, TS_ERR_ARG, "model directory is NULL");
@@ -180,7 +189,7 @@ ts_status ts_model_open(const char *dir, ts_model **out, ts_error *err) {
     else if (!ts_file_exists(m->config_path))
         s = ts_fail(err, TS_ERR_IO, "%s: no config.json (expected a Hugging Face model directory)",
                     dir);
-    else if (!(s = ts_config_load(m->config_path, &m->cfg, err)) &&
+    else if (!(s = ts_config_load(m->config_path, &m->cfg, err)) && !(s = generation_eos(m, dir, err)) &&
              !(s = ts_store_open(&m->store, dir, err)))
         s = bind_all(m, err);
     if (s) {

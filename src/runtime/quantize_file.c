@@ -43,7 +43,8 @@ ts_status ts_quantize_file(const char *model, const char *out, ts_dtype type, in
     ts_gguf_writer *w = ts_gguf_writer_new();
     if (!w) s = ts_fail(err, TS_ERR_NOMEM, "out of memory");
     /* a directory's tokenizer.json, padded to the embedding's rows, before the tensors */
-    if (!s && !m->gguf) s = ts_tok_gguf_write(w, m->dir, m->cfg.n_vocab, NULL, &rep->pre, err);
+    if (!s && !m->gguf) s = ts_tok_gguf_write(w, m->dir, m->cfg.n_vocab, m->cfg.eos_ids, m->cfg.n_eos, NULL, &rep->pre,
+                                                err);
     if (!s) s = ts_gguf_export(w, m, type, rep, err);
     char *tmp = malloc(strlen(out) + 32);
     if (!s && !tmp) s = ts_fail(err, TS_ERR_NOMEM, "out of memory");

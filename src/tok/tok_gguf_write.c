@@ -153,8 +153,27 @@ static ts_status chat_template(ts_gguf_writer *w, const json_t *cfg, const char 
     return s;
 }
 
-ts_status ts_tok_gguf_write(ts_gguf_writer *w, const char *path, int n_vocab, const char *pre,
-                            const char **pre_used, ts_error *err) {
+/* The model's end-of-sequence ids besides the tokenizer's EOS in the two keys GGUF has for more:
+ * <|eom_id|> as eom, an end-of-turn marker (<|eot_id|>, <|im_end|>, ...) as eot, then any other
+ * id into a key still free. Readers that know the markers by their text (llama.cpp, tessera)
+ * find those anyway; the keys carry the others (a Llama-3.0 vocabulary's reserved 128008). */
+static void stop_keys(ts_gguf_writer *w, const tok_out *o, int eos, const int *stop, int n_stop) {
+    int key[2] = {-1, -1}; /* eot, eom */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n_stop; i++) {
+            int id = stop[i];
+            if (id < 0 || id >= o->n || id == eos || id == key[0] || id == key[1]) continue;
+            int m = ts_gguf_stop_marker(o->tokens[id], strlen(o->tokens[id]));
+            if (pass == 0 && m && key[m - 1] < 0) key[m - 1] = id;
+            else if (pass == 1 && key[0] < 0) key[0] = id;
+            else if (pass == 1 && key[1] < 0) key[1] = id;
+        }
+    if (key[0] >= 0) ts_gguf_w_u32(w, "tokenizer.ggml.eot_token_id", (uint32_t)key[0]);
+    if (key[1] >= 0) ts_gguf_w_u32(w, "tokenizer.ggml.eom_token_id", (uint32_t)key[1]);
+}
+
+ts_status ts_tok_gguf_write(ts_gguf_writer *w, const char *path, int n_vocab, const int *stop_ids, int n_stop,
+                            const char *pre, const char **pre_used, ts_error *err) {
     int is_dir = ts_dir_exists(path);
     char *json_path = is_dir ? ts_path_join(path, "tokenizer.json") : strdup(path);
     char *dir = is_dir ? strdup(path) : strdup(path);
@@ -205,6 +224,7 @@ ts_status ts_tok_gguf_write(ts_gguf_writer *w, const char *path, int n_vocab, co
         ts_gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)o.merges, o.n_merges);
         if (ts_tok_bos(t) >= 0) ts_gguf_w_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)ts_tok_bos(t));
         if (ts_tok_eos(t) >= 0) ts_gguf_w_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)ts_tok_eos(t));
+        stop_keys(w, &o, ts_tok_eos(t), stop_ids, n_stop);
         int32_t pad = config_token(t, cfg, "pad_token");
         if (pad >= 0) ts_gguf_w_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)pad);
         ts_gguf_w_bool(w, "tokenizer.ggml.add_bos_token", ts_tok_add_bos(t));
