@@ -28,8 +28,8 @@ static ts_pf k_cand[TS_PF_KINDS][TS_PF_CANDS] = { /* written only by ts_pf_overr
     {{768, 4096}, {0, 4096}, {3072, 0}},         /* Q4_0 */
     {{8192, 0}, {6144, 0}, {2048, 4096}},        /* Q8_0 in 16-block lane order: Q8_0's */
     {{6144, 24576}, {8192, 0}, {16384, 32768}},  /* Q4_0 in 16-block lane order */
-    {{2048, 4096}, {8192, 0}, {4096, 16384}},    /* Q8_0 in tile order (the first: best in a scratch copy, session 38) */
-    {{2048, 4096}, {8192, 0}, {4096, 16384}},    /* Q4_0 in tile order: Q8_0's (the first best in a scratch copy, session 40) */
+    {{2048, 4096}, {8192, 0}, {3072, 6144}},     /* Q8_0 in tile order (the first: best in a scratch copy, session 38) */
+    {{3072, 6144}, {8192, 0}, {2048, 4096}},     /* Q4_0 in tile order (the first: best on the Xeon, session 42) */
 };
 /* what each candidate of each kind does, from its distances (k_cand) */
 static const char *k_names[TS_PF_KINDS][TS_PF_CANDS] = {
@@ -38,8 +38,8 @@ static const char *k_names[TS_PF_KINDS][TS_PF_CANDS] = {
     {"near L1 + L2", "L2 only", "far L1 only"},
     {"L1 8 KiB ahead", "L1 6 KiB ahead", "near L1 + L2"},
     {"L1 6 KiB + L2 24 KiB ahead", "L1 8 KiB ahead", "L1 16 KiB + L2 32 KiB ahead"},
-    {"near L1 + L2", "L1 8 KiB ahead", "L1 4 KiB + L2 16 KiB ahead"},
-    {"near L1 + L2", "L1 8 KiB ahead", "L1 4 KiB + L2 16 KiB ahead"},
+    {"near L1 + L2", "L1 8 KiB ahead", "L1 3 KiB + L2 6 KiB ahead"},
+    {"L1 3 KiB + L2 6 KiB ahead", "L1 8 KiB ahead", "near L1 + L2"},
 };
 
 #define PF_DROP_CHECKED 0x80000000u
