@@ -21,7 +21,13 @@
  * GB/s with 3072 into L1 (the old choice), 59-62 with 2048 / 4096 (kept as a candidate: the Xeon's
  * pair, where 8192 was no faster) and 74-87 with 8192, Q4_0 in lane order at 56-59 with 768 / 4096
  * (the old candidate 0) and 76-85 with 6144 / 24576; in its slow periods (probe 44-52) every
- * distance read within 5% of every other. */
+ * distance read within 5% of every other.
+ * The tile orders: on the Intel Xeon (AMX, model 167; tools/gemv_sweep, 2 threads, 512 MiB, medians
+ * of 5-6 rounds as fractions of each round's probe, session 42) Q4_0 read at K = 1024 / 2048 /
+ * 3072 / 8192 0.93-0.94 / 0.91 / 0.96 / 0.90 with 3072 into L1 and 6144 into L2, against 0.88 /
+ * 0.85 / 0.91 / 0.86 with 2048 / 4096 (the first candidate before) and 0.82 / 0.82 / 0.87 / 0.84
+ * with 4096 / 16384 (the third before); farther L2 distances read less (32768: 0.81 at K = 1024).
+ * Q8_0 read within 3% either way at 3072 / 6144 and 2048 / 4096 (0.92-0.97 against 0.93-0.98). */
 static ts_pf k_cand[TS_PF_KINDS][TS_PF_CANDS] = { /* written only by ts_pf_override */
     {{1024, 3072}, {0, 4096}, {2048, 0}},        /* BF16 weights widened to FP32 */
     {{8192, 0}, {6144, 0}, {2048, 4096}},        /* Q8_0 (the last: the Xeon's tuned pair) */
