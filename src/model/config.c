@@ -86,8 +86,7 @@ static ts_status get_rope(const json_t *root, const char *f, ts_config *c, ts_er
     return TS_OK;
 }
 
-/* id once into c->eos_ids (the list is at most TS_MAX_EOS long: checked by the callers) */
-static int add_eos(ts_config *c, int id) {
+int ts_config_add_eos(ts_config *c, int id) {
     for (int i = 0; i < c->n_eos; i++)
         if (c->eos_ids[i] == id) return 1;
     if (c->n_eos >= TS_MAX_EOS) return 0;
@@ -103,7 +102,7 @@ static ts_status add_eos_ids(const json_t *root, const char *f, ts_config *c, ts
         int64_t id;
         ts_status s = ts_json_int(root, "eos_token_id", f, 1, 0, 0, c->n_vocab - 1, &id, err);
         if (s) return s;
-        if (!add_eos(c, (int)id)) goto full;
+        if (!ts_config_add_eos(c, (int)id)) goto full;
         return TS_OK;
     }
     if (!json_is_array(e) || json_array_size(e) > TS_MAX_EOS)
@@ -115,7 +114,7 @@ static ts_status add_eos_ids(const json_t *root, const char *f, ts_config *c, ts
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= c->n_vocab)
             return ts_fail(err, TS_ERR_FORMAT,
                            "%s: eos_token_id[%zu] is not a token id in [0, %d)", f, i, c->n_vocab);
-        if (!add_eos(c, (int)json_integer_value(x))) goto full;
+        if (!ts_config_add_eos(c, (int)json_integer_value(x))) goto full;
     }
     return TS_OK;
 full:

@@ -45,6 +45,8 @@ typedef struct ts_config {
 
 /* Reads and validates DIR/config.json (path given whole). */
 ts_status ts_config_load(const char *path, ts_config *c, ts_error *err);
+/* id into c->eos_ids unless there already; 0 when the list is full (TS_MAX_EOS) and id is new. */
+int ts_config_add_eos(ts_config *c, int id);
 /* generation_config.json's eos_token_id (an id or a list) added to c->eos_ids, as transformers'
  * generate() stops at them: Qwen3 and Qwen2.5 list <|endoftext|> there beside config.json's
  * <|im_end|>. A file without the field adds nothing; a malformed one is an error naming it. */

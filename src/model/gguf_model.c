@@ -147,12 +147,6 @@ static ts_status token_id(const ts_gguf *g, const char *key, int n_vocab, int *o
     return TS_OK;
 }
 
-static void add_eos(ts_config *c, int id) {
-    if (id < 0 || c->n_eos >= TS_MAX_EOS) return;
-    for (int i = 0; i < c->n_eos; i++)
-        if (c->eos_ids[i] == id) return;
-    c->eos_ids[c->n_eos++] = id;
-}
 
 /* As llama.cpp's vocabulary loader does for a GGUF: a token spelled as one of the usual
  * end-of-generation markers ends generation too, whatever the eos/eot/eom keys say (converters
@@ -166,7 +160,7 @@ static void add_eos_by_text(const ts_gguf *g, ts_config *c) {
         const char *t;
         size_t len;
         ts_gguf_arr_str(kv, i, &t, &len);
-        if (ts_gguf_stop_marker(t, len)) add_eos(c, (int)i);
+        if (ts_gguf_stop_marker(t, len)) ts_config_add_eos(c, (int)i); /* past TS_MAX_EOS: dropped */
     }
 }
 
@@ -260,7 +254,7 @@ ts_status ts_config_from_gguf(const ts_gguf *g, ts_config *c, ts_error *err) {
                                      "tokenizer.ggml.eom_token_id"};
     for (size_t i = 0; i < sizeof eos_keys / sizeof eos_keys[0]; i++) {
         if ((s = token_id(g, eos_keys[i], c->n_vocab, &id, err))) return s;
-        add_eos(c, id);
+        if (id >= 0) ts_config_add_eos(c, id);
     }
     add_eos_by_text(g, c);
     /* The type of most weight bytes, as torch_dtype names a checkpoint's. */
