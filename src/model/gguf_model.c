@@ -147,7 +147,6 @@ static ts_status token_id(const ts_gguf *g, const char *key, int n_vocab, int *o
     return TS_OK;
 }
 
-
 /* As llama.cpp's vocabulary loader does for a GGUF: a token spelled as one of the usual
  * end-of-generation markers ends generation too, whatever the eos/eot/eom keys say (converters
  * store one EOS id; Llama-3's <|eot_id|> and <|eom_id|>, Qwen's <|im_end|> and <|endoftext|> are

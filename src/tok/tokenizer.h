@@ -36,7 +36,8 @@ ts_status ts_tok_from_gguf(const struct ts_gguf *g, ts_tok **out, ts_error *err)
  * tessera knows none that matches); *pre_used (may be NULL) gets the one written. SentencePiece
  * tokenizer.json files (byte_fallback) are refused. stop_ids (n_stop, may be NULL): the model's
  * end-of-sequence ids (config.json and generation_config.json), those other than the tokenizer's
- * EOS written as tokenizer.ggml.eom_token_id (<|eom_id|>) and eot_token_id (the first other). */
+ * EOS written as tokenizer.ggml.eom_token_id (<|eom_id|>) and eot_token_id (an end-of-turn
+ * marker such as <|eot_id|>), any other id into whichever of the two is still free. */
 struct ts_gguf_writer;
 ts_status ts_tok_gguf_write(struct ts_gguf_writer *w, const char *path, int n_vocab, const int *stop_ids, int n_stop,
                             const char *pre, const char **pre_used, ts_error *err);
